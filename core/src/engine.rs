@@ -1,0 +1,378 @@
+//! The engine contract: how a runtime's I/O plugs into a stream.
+//!
+//! An [`IoEngine`] performs positional reads into pool frames. The stream
+//! hands it a [`ReadRequest`], which *owns* the frames it covers until the
+//! engine calls [`ReadRequest::complete`] (or drops the request). Ownership
+//! passing makes the contract sound for io_uring, where the kernel writes
+//! into the memory after the submitting future may be gone:
+//!
+//! - Frame memory belongs to the pool's `Arc`, which the request holds, so it
+//!   is never freed under a read in flight, even if every stream and pool
+//!   handle is dropped.
+//! - A request publishes its own result: `complete` marks the frames valid
+//!   (or empty again, on error) and wakes every task waiting for them,
+//!   without the issuing stream being polled or even alive. A second stream
+//!   waiting for the block is never held up by the first stream's consumer.
+//! - Dropping a request without completing it (a cancelled io_uring op whose
+//!   buffer the runtime releases, an engine shutting down) returns its frames
+//!   to EMPTY — never valid — and tells the issuing stream it was cancelled;
+//!   other waiters retry the read themselves.
+//! - Short reads: `complete(Ok(n))` with `n` short of the request publishes
+//!   the whole blocks read and returns the rest as a new request (continuing
+//!   at the exact byte), which the engine must issue like any other. The
+//!   remainder keeps the original's read slot in the stream, so a descending
+//!   run read as one ascending I/O is complete before its first (highest)
+//!   page is handed out, and caps are never exceeded. `complete(Ok(0))` means
+//!   end of file and becomes [`ReadError::UnexpectedEof`].
+//!
+//! Engines whose reads block a thread may accept read-ahead *advice*
+//! ([`IoEngine::advise`]); engines with truly asynchronous reads need none.
+//! Files say whether the kernel reads ahead for them
+//! ([`EngineFile::kernel_readahead`]); where it does not (O_DIRECT, network
+//! storage), the planner keeps reads in flight itself for sequential runs too.
+
+use crate::error::ReadError;
+use crate::stream::StreamShared;
+use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::BlockNumber;
+use std::fmt;
+use std::io::{self, IoSliceMut};
+
+/// Identifies a file in the pool's block map. Streams over the same file
+/// must use the same id to share frames; different files need different ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId(pub(crate) u64);
+
+static NEXT_ANON: AtomicU64 = AtomicU64::new(1 << 63);
+
+impl FileId {
+    /// An id from a raw value chosen by the caller (`u64::MAX` is reserved
+    /// and mapped to `u64::MAX - 1`).
+    pub const fn new(raw: u64) -> FileId {
+        FileId(if raw == u64::MAX { u64::MAX - 1 } else { raw })
+    }
+
+    /// An id for a file identified by device and inode number (what engines
+    /// over real files use). Ids of distinct `(dev, ino)` pairs differ unless
+    /// the device number needs more than 20 bits and the inode number more
+    /// than 43 bits, which Linux file systems do not produce in practice.
+    pub const fn from_dev_ino(dev: u64, ino: u64) -> FileId {
+        FileId::new(((dev & 0xF_FFFF) << 43) ^ (ino & ((1 << 43) - 1)) ^ ((dev >> 20) << 40))
+    }
+
+    /// A fresh id no other call of `anonymous` returns (for in-memory files).
+    pub fn anonymous() -> FileId {
+        FileId::new(NEXT_ANON.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The raw value.
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+}
+
+/// What a stream needs to know of an open file.
+pub trait EngineFile {
+    /// The file's id in the pool's map.
+    fn id(&self) -> FileId;
+
+    /// The file's length in bytes, asked once when a stream is built.
+    fn byte_len(&self) -> io::Result<u64>;
+
+    /// Whether the kernel reads ahead on sequential reads of this file
+    /// (a buffered local file). `false` for O_DIRECT, network storage and
+    /// simulated latency: the planner then looks ahead for sequential runs
+    /// as it does for random ones.
+    fn kernel_readahead(&self) -> bool {
+        true
+    }
+}
+
+/// The binding to one runtime's I/O.
+///
+/// Implementations must complete every request they accept, by calling
+/// [`ReadRequest::complete`] (and issuing any remainder it returns) or by
+/// dropping it. See the [module docs](self) for the full contract.
+pub trait IoEngine {
+    /// The engine's handle on an open file.
+    type File: EngineFile;
+
+    /// Starts reading `req.len_bytes()` bytes at `req.offset()` of `file`
+    /// into `req`'s buffers. Must not block on the device.
+    fn start_read(&self, file: &Self::File, req: ReadRequest);
+
+    /// Whether advice helps this engine on this file: true only for engines
+    /// whose reads block a thread, on buffered files.
+    fn advice_useful(&self, file: &Self::File) -> bool {
+        let _ = file;
+        false
+    }
+
+    /// Advice: `nblocks` blocks from `first` will be read soon. Default: no-op.
+    fn advise(&self, file: &Self::File, first: BlockNumber, nblocks: usize) {
+        let _ = (file, first, nblocks);
+    }
+
+    /// A short name for reports (`"threadpool"`, `"tokio-uring"`, …).
+    fn name(&self) -> &'static str;
+}
+
+/// How a read ended, as seen by hooks registered with
+/// [`ReadRequest::on_finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadOutcome {
+    /// Every block was read.
+    Done,
+    /// The read failed (I/O error or end of file).
+    Failed,
+    /// The request was dropped unfinished.
+    Cancelled,
+}
+
+/// Transforms the result an engine reports before the request acts on it.
+/// Test wrappers use it to inject faults (an error, a short read); it is
+/// carried over to a short read's remainder.
+pub trait ReadFilter: Send + Sync {
+    /// Returns the result the request should act on.
+    fn filter(&self, req: &ReadRequest, result: io::Result<usize>) -> io::Result<usize>;
+}
+
+type FinishHook = Box<dyn FnOnce(ReadOutcome) + Send>;
+
+/// One read in flight: a run of consecutive blocks, ascending, and exclusive
+/// ownership of the frames they are read into. See the [module docs](self).
+pub struct ReadRequest {
+    stream: Arc<StreamShared>,
+    /// The stream's read slot this request reports to.
+    slot: u32,
+    /// Frames, in ascending block order; `frames[done..]` are still owned.
+    frames: Box<[u32]>,
+    /// Block of `frames[0]`.
+    base: BlockNumber,
+    /// Frames already published valid.
+    done: usize,
+    /// Bytes of `frames[done]` already filled by an earlier short read.
+    skip: usize,
+    /// The stream asked for these blocks in descending order.
+    descending: bool,
+    /// Set by the engine: no device wait happened (page-cache hit).
+    cached: bool,
+    /// Whether this request has been finished (so `Drop` does nothing).
+    finished: bool,
+    filters: Vec<Arc<dyn ReadFilter>>,
+    hooks: Vec<FinishHook>,
+}
+
+impl fmt::Debug for ReadRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadRequest")
+            .field("first_block", &self.first_block())
+            .field("nblocks", &self.nblocks())
+            .field("offset", &self.offset())
+            .field("len_bytes", &self.len_bytes())
+            .field("descending", &self.descending)
+            .finish()
+    }
+}
+
+impl ReadRequest {
+    pub(crate) fn new(
+        stream: Arc<StreamShared>,
+        slot: u32,
+        base: BlockNumber,
+        frames: Box<[u32]>,
+        descending: bool,
+    ) -> Self {
+        ReadRequest {
+            stream,
+            slot,
+            frames,
+            base,
+            done: 0,
+            skip: 0,
+            descending,
+            cached: false,
+            finished: false,
+            filters: Vec::new(),
+            hooks: Vec::new(),
+        }
+    }
+
+    /// Block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.stream.pool.block_size
+    }
+
+    /// First block this request (still) has to read.
+    pub fn first_block(&self) -> BlockNumber {
+        self.base + self.done as u64
+    }
+
+    /// Blocks this request (still) covers, counting a partly filled first one.
+    pub fn nblocks(&self) -> usize {
+        self.frames.len() - self.done
+    }
+
+    /// File offset to read at.
+    pub fn offset(&self) -> u64 {
+        self.first_block() * self.block_size() as u64 + self.skip as u64
+    }
+
+    /// Bytes to read.
+    pub fn len_bytes(&self) -> usize {
+        self.nblocks() * self.block_size() - self.skip
+    }
+
+    /// Whether the stream wanted these blocks in descending order (a backward
+    /// run read as one ascending I/O). Informational: engines read ascending.
+    pub fn is_descending(&self) -> bool {
+        self.descending
+    }
+
+    /// The destination buffers, one per block, in file order; the first may
+    /// be partial after a short read. Frames are adjacent in memory when
+    /// their frame numbers are consecutive; engines may use that.
+    pub fn buffers_mut(&mut self) -> Vec<IoSliceMut<'_>> {
+        let bs = self.block_size();
+        let skip = self.skip;
+        let pool = &self.stream.pool;
+        self.frames[self.done..]
+            .iter()
+            .enumerate()
+            .map(|(i, &f)| {
+                let (off, len) = if i == 0 { (skip, bs - skip) } else { (0, bs) };
+                // SAFETY: this request owns frame `f`'s IO status (frame.rs
+                // rule 1): no one reads or writes its bytes until `complete`
+                // or `Drop` publishes it, and `&mut self` keeps this borrow
+                // unique. `off + len <= block_size` stays inside the frame.
+                let s = unsafe { std::slice::from_raw_parts_mut(pool.frame_ptr(f).add(off), len) };
+                IoSliceMut::new(s)
+            })
+            .collect()
+    }
+
+    /// Raw destination pointers and lengths, one per block, for engines that
+    /// hand memory to the kernel (io_uring). The pointers stay valid, and
+    /// exclusively this request's, until it is completed or dropped.
+    pub fn raw_buffers(&mut self) -> Vec<(*mut u8, usize)> {
+        self.buffers_mut()
+            .into_iter()
+            .map(|mut s| (s.as_mut_ptr(), s.len()))
+            .collect()
+    }
+
+    /// Copies `src` into the destination buffers (for engines that read into
+    /// their own memory, like the in-memory engine or a DMA engine that owns
+    /// its buffers). Returns the bytes copied.
+    pub fn copy_from(&mut self, src: &[u8]) -> usize {
+        let mut copied = 0;
+        for mut buf in self.buffers_mut() {
+            let n = buf.len().min(src.len() - copied);
+            buf[..n].copy_from_slice(&src[copied..copied + n]);
+            copied += n;
+            if copied == src.len() {
+                break;
+            }
+        }
+        copied
+    }
+
+    /// Tells the stream no device wait happened for this read (the engine
+    /// found the data in the OS page cache): the look-ahead distance then
+    /// moves towards one combined read instead of growing.
+    pub fn set_served_from_cache(&mut self, cached: bool) {
+        self.cached = cached;
+    }
+
+    /// Adds a result filter (fault injection), kept across remainders.
+    pub fn add_filter(&mut self, filter: Arc<dyn ReadFilter>) {
+        self.filters.push(filter);
+    }
+
+    /// Runs `hook` once when this read (with its remainders) ends. Used by
+    /// wrappers that count reads in flight.
+    pub fn on_finish(&mut self, hook: impl FnOnce(ReadOutcome) + Send + 'static) {
+        self.hooks.push(Box::new(hook));
+    }
+
+    /// Reports the engine's result. `Ok(n)` with `n < len_bytes()` is a short
+    /// read: whole blocks read so far are published and the rest comes back
+    /// as `Some(remainder)`, which the engine must issue. `Ok(0)` is end of
+    /// file; `Err` fails the read. Returns `None` when the request is over.
+    #[must_use = "a short read's remainder must be issued"]
+    pub fn complete(mut self, result: io::Result<usize>) -> Option<ReadRequest> {
+        let filters = std::mem::take(&mut self.filters);
+        let mut result = result;
+        for f in &filters {
+            result = f.filter(&self, result);
+        }
+        self.filters = filters;
+        match result {
+            Ok(0) if self.len_bytes() > 0 => {
+                let block = self.first_block();
+                let offset = self.offset();
+                self.fail(
+                    ReadError::UnexpectedEof { block, offset }.into(),
+                    ReadOutcome::Failed,
+                );
+                None
+            }
+            Ok(n) => {
+                let bs = self.block_size();
+                let n = n.min(self.len_bytes());
+                let filled = self.skip + n;
+                let whole = filled / bs;
+                for i in self.done..self.done + whole {
+                    self.stream.pool.finish_io(self.frames[i], true);
+                }
+                self.done += whole;
+                self.skip = filled % bs;
+                if self.done == self.frames.len() {
+                    self.finish(Ok(()), ReadOutcome::Done);
+                    None
+                } else {
+                    Some(self)
+                }
+            }
+            Err(e) => {
+                let block = self.first_block();
+                self.fail(
+                    ReadError::Io { block, source: e }.into(),
+                    ReadOutcome::Failed,
+                );
+                None
+            }
+        }
+    }
+
+    fn fail(&mut self, err: io::Error, outcome: ReadOutcome) {
+        for i in self.done..self.frames.len() {
+            self.stream.pool.finish_io(self.frames[i], false);
+        }
+        self.done = self.frames.len();
+        self.finish(Err(err), outcome);
+    }
+
+    fn finish(&mut self, result: io::Result<()>, outcome: ReadOutcome) {
+        self.finished = true;
+        let result = result.map(|()| self.cached);
+        self.stream
+            .read_finished(self.slot, result, outcome == ReadOutcome::Cancelled);
+        for h in self.hooks.drain(..) {
+            h(outcome);
+        }
+    }
+}
+
+impl Drop for ReadRequest {
+    fn drop(&mut self) {
+        if !self.finished {
+            let block = self.first_block();
+            self.fail(
+                ReadError::Cancelled { block }.into(),
+                ReadOutcome::Cancelled,
+            );
+        }
+    }
+}

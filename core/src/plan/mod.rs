@@ -1,0 +1,743 @@
+//! The look-ahead planner: PostgreSQL's read-stream state machine, pure and
+//! synchronous.
+//!
+//! The planner owns the queue of blocks between the block source and the
+//! consumer and decides, each time the consumer takes a page, what to pin
+//! next, which run of blocks to start as one read, when to give advice and
+//! how far to look ahead. It never touches the pool or an engine itself: it
+//! asks an [`Env`] (the stream's binding to the source, pool and engine, or a
+//! simulated one in the property tests) and is told when reads finish.
+//!
+//! ```text
+//!          source ──next_block──▶ [ pending read ] ──start──▶ engine
+//!                                        │                      │
+//!   consumer ◀──pop── [ Ready | Io | Busy | … queue … | Pending… ]◀─ read done
+//! ```
+//!
+//! # The queue
+//!
+//! Entries are kept in source order. The tail may hold the *pending read*:
+//! `pending_n` entries, not yet looked up, that form a run of consecutive
+//! blocks — ascending (`b, b+1, …`) or, with backward combining, descending
+//! (`b, b-1, …`). A block that continues the run joins it; any other block
+//! first *starts* the pending read. Starting walks the run in queue order and
+//! looks each block up in the pool:
+//!
+//! - a **hit** is pinned and becomes `Ready` (no I/O; the distance decays);
+//! - a block **another stream is reading** is pinned and becomes `Busy`: this
+//!   stream will wait for that read rather than issue its own;
+//! - a **miss** claims a frame; consecutive misses become *one* read of up to
+//!   `io_combine_limit` blocks. A hit or busy block ends the read, so cached
+//!   blocks split a run exactly where they sit, forward or backward.
+//!
+//! A descending run `[8, 7, 6, 5, 4]` is issued as the ascending read `4..=8`
+//! (engines only read forward); its pages go back in queue order 8, 7, 6, 5, 4.
+//! Because the first page handed out (8) is the last one read, the whole run
+//! is one read that owns all its frames and one read slot from the start, so
+//! it never waits on itself, and a short read's remainder is re-issued by the
+//! engine inside that same read (see [`crate::engine`]).
+//!
+//! # Distance
+//!
+//! `distance` bounds `pinned + pending_n`. It starts at 1 (the fully cached
+//! case needs no look-ahead) and follows PostgreSQL 18:
+//!
+//! - it **doubles** each time the consumer takes the first page of a read
+//!   this stream started, whether or not it had to wait;
+//! - it **decays by one** on each hit;
+//! - a read the engine served from the OS page cache is not a device wait:
+//!   the distance moves towards `io_combine_limit` instead (one full-sized
+//!   read at a time, which keeps a warm scan's in-flight memory small);
+//! - it is capped by the **pin budget** `(max_ios + 1) × io_combine_limit`
+//!   and by the frames the pool can spare this stream, re-checked each time
+//!   look-ahead runs (so a shrinking pool shrinks it, a growing one lets it
+//!   grow back).
+//!
+//! When frames, not the budget, bind, reads are made smaller so that
+//! `max_ios` of them can still be in flight: a small pool costs read size
+//! before it costs concurrency, and never collapses look-ahead to one block.
+//!
+//! # Starting reads
+//!
+//! The pending read is started when it reaches the effective combine limit,
+//! when a non-continuing block arrives, when the source ends, or when it
+//! fills the whole distance with nothing pinned; otherwise it is kept to grow
+//! (PostgreSQL's rule). At most `max_ios` reads are in flight (`max_ios = 0`
+//! means one, without advice, as in PostgreSQL). Advice, when the engine says
+//! it helps, is given for reads that do not continue the previous one (the
+//! kernel reads ahead for those), or for every read under
+//! [`AdvicePolicy::Always`], or for every read if the file has no kernel
+//! read-ahead.
+//!
+//! # Fast path
+//!
+//! With nothing in flight, exactly one page queued and ready, distance 1 and
+//! no pending read — a fully cached scan — the stream swaps the head for the
+//! next block looked up directly, skipping the machinery above; the first
+//! miss leaves the fast path.
+//!
+//! # Failures
+//!
+//! A failed or cancelled read of several blocks is retried block by block as
+//! each reaches the head, so only a block that fails alone is reported, in
+//! its place, and the stream goes on. Blocks past the end of the file are
+//! reported in their place without I/O.
+
+mod entry;
+
+pub(crate) use entry::{Entry, Slot, NO_FRAME};
+
+use crate::error::ReadError;
+use crate::pool::{Lookup, Status};
+use crate::stats::{Limit, StreamStats};
+use crate::BlockNumber;
+use std::collections::VecDeque;
+use std::io;
+
+/// When to give the engine read-ahead advice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AdvicePolicy {
+    /// Advise reads that do not continue the previous one, where the engine
+    /// says advice helps (blocking engines on buffered files); every read if
+    /// the file has no kernel read-ahead.
+    #[default]
+    Auto,
+    /// Advise every read where the engine accepts advice (kernel read-ahead
+    /// off, `POSIX_FADV_RANDOM`, network file systems).
+    Always,
+    /// Never advise.
+    Never,
+}
+
+/// What the planner needs from the world.
+pub(crate) trait Env<D> {
+    /// The source's next block.
+    fn next_block(&mut self) -> Option<(BlockNumber, D)>;
+    /// Whether `block` exists in the file.
+    fn check_block(&self, block: BlockNumber) -> Result<(), ReadError>;
+    /// The pool's answer for `block`; every `Ok` holds a pin.
+    fn lookup(&mut self, block: BlockNumber) -> Result<Lookup, ()>;
+    /// The status of a frame this stream has pinned.
+    fn frame_status(&self, frame: u32) -> Status;
+    /// Re-examines a frame this stream has pinned: Hit, Busy, or Read if it
+    /// was EMPTY and this stream now owns its I/O.
+    fn claim_io(&mut self, frame: u32) -> Lookup;
+    /// Drops a pin.
+    fn unpin(&mut self, frame: u32);
+    /// Starts a read into `frames` (ascending blocks from `first`).
+    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Box<[u32]>, descending: bool);
+    /// Gives advice for `n` blocks from `first`.
+    fn advise(&mut self, first: BlockNumber, n: usize);
+    /// Frames this stream may hold for look-ahead now; `held` is what it
+    /// holds.
+    fn frames_available(&mut self, held: usize) -> usize;
+}
+
+/// Limits and switches, validated by the builder.
+#[derive(Debug, Clone)]
+pub(crate) struct PlanConfig {
+    /// Reads in flight at most (≥ 1).
+    pub(crate) max_ios: usize,
+    /// Blocks per read at most (≥ 1).
+    pub(crate) combine: usize,
+    /// Pins at most for look-ahead.
+    pub(crate) budget: usize,
+    pub(crate) advice: AdvicePolicy,
+    /// Engine and file accept advice, and `max_ios > 0` was configured.
+    pub(crate) advice_possible: bool,
+    /// The file has kernel read-ahead.
+    pub(crate) kernel_readahead: bool,
+    pub(crate) backward_combining: bool,
+    pub(crate) fast_path: bool,
+    /// Start at distance `min(budget, combine)` (PostgreSQL's READ_STREAM_FULL).
+    pub(crate) full: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    One,
+    Up,
+    Down,
+}
+
+#[derive(Debug)]
+struct IoInfo {
+    /// Queue sequence number of the read's first entry (queue order).
+    first_seq: u64,
+    n: usize,
+    /// The entries were dropped by a reset; only the slot remains.
+    orphan: bool,
+}
+
+/// What the head of the queue needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Head {
+    /// Can be popped (a page or an error).
+    Ready,
+    /// Waits for one of this stream's reads.
+    WaitRead,
+    /// Waits for another stream's read of this frame.
+    WaitFrame(u32),
+    /// The stream has ended.
+    End,
+    /// No frame can be had and nothing is in flight (the head stays).
+    Exhausted,
+}
+
+/// The planner. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Planner<D> {
+    cfg: PlanConfig,
+    queue: VecDeque<Entry<D>>,
+    /// Sequence number of `queue[0]`.
+    head_seq: u64,
+    /// The tail entries forming the pending read.
+    pending_n: usize,
+    dir: Dir,
+    /// Entries holding a pin.
+    pinned: usize,
+    distance: usize,
+    /// Read slots; `Some` while the read is in flight.
+    ios: Vec<Option<IoInfo>>,
+    free_ios: Vec<u32>,
+    ios_in_progress: usize,
+    /// Block after the last forward read started (sequential detection).
+    seq_next: Option<BlockNumber>,
+    /// A block taken from the source but not yet queued.
+    stashed: Option<(BlockNumber, D)>,
+    exhausted: bool,
+    in_fast_path: bool,
+    /// Frames the pool could spare at the last look-ahead.
+    frames_limit: usize,
+    pub(crate) stats: StreamStats,
+}
+
+impl<D> Planner<D> {
+    pub(crate) fn new(cfg: PlanConfig) -> Self {
+        let distance = if cfg.full {
+            cfg.budget.min(cfg.combine)
+        } else {
+            1
+        };
+        Planner {
+            ios: (0..cfg.max_ios).map(|_| None).collect(),
+            free_ios: (0..cfg.max_ios as u32).rev().collect(),
+            frames_limit: cfg.budget,
+            queue: VecDeque::with_capacity(cfg.budget + 1),
+            cfg,
+            head_seq: 0,
+            pending_n: 0,
+            dir: Dir::One,
+            pinned: 0,
+            distance,
+            ios_in_progress: 0,
+            seq_next: None,
+            stashed: None,
+            exhausted: false,
+            in_fast_path: false,
+            stats: StreamStats::default(),
+        }
+    }
+
+    pub(crate) fn distance(&self) -> usize {
+        self.distance
+    }
+
+    pub(crate) fn ios_in_progress(&self) -> usize {
+        self.ios_in_progress
+    }
+
+    pub(crate) fn pinned(&self) -> usize {
+        self.pinned
+    }
+
+    pub(crate) fn in_fast_path(&self) -> bool {
+        self.in_fast_path
+    }
+
+    /// Distance cap right now.
+    fn cap(&self) -> usize {
+        self.cfg.budget.min(self.frames_limit).max(1)
+    }
+
+    /// Blocks per read right now: the combine limit, unless frames are so
+    /// scarce that full-sized reads would leave `max_ios` unused.
+    fn eff_combine(&self) -> usize {
+        let cap = self.cap();
+        if cap >= self.cfg.budget {
+            self.cfg.combine
+        } else {
+            (cap / self.cfg.max_ios).clamp(1, self.cfg.combine)
+        }
+    }
+
+    fn advise_this(&self, first: BlockNumber, descending: bool) -> bool {
+        if !self.cfg.advice_possible {
+            return false;
+        }
+        match self.cfg.advice {
+            AdvicePolicy::Never => false,
+            AdvicePolicy::Always => true,
+            AdvicePolicy::Auto => {
+                !self.cfg.kernel_readahead || descending || self.seq_next != Some(first)
+            }
+        }
+    }
+
+    /// Whether `b` continues the pending run.
+    fn extends(&self, b: BlockNumber) -> bool {
+        if self.pending_n == 0 {
+            return false;
+        }
+        let last = match self.queue.back() {
+            Some(e) => e.block,
+            None => return false,
+        };
+        match self.dir {
+            Dir::One => {
+                b == last.wrapping_add(1)
+                    || (self.cfg.backward_combining && last > 0 && b == last - 1)
+            }
+            Dir::Up => b == last.wrapping_add(1),
+            Dir::Down => last > 0 && b == last - 1,
+        }
+    }
+
+    /// Looks ahead as far as distance and limits allow. PostgreSQL's
+    /// `read_stream_look_ahead`.
+    pub(crate) fn look_ahead(&mut self, env: &mut impl Env<D>) {
+        if self.exhausted && self.pending_n == 0 {
+            return;
+        }
+        self.frames_limit = env.frames_available(self.pinned + self.pending_n);
+        let cap = self.cap();
+        if self.distance > cap {
+            self.distance = cap;
+        }
+        let eff_combine = self.eff_combine();
+        let mut stop = None;
+        loop {
+            if self.ios_in_progress >= self.cfg.max_ios {
+                stop = Some(Limit::MaxIos);
+                break;
+            }
+            if self.pinned + self.pending_n >= self.distance {
+                stop = Some(if self.distance >= self.cfg.budget {
+                    Limit::PinBudget
+                } else if self.distance >= cap {
+                    Limit::Frames
+                } else {
+                    Limit::Distance
+                });
+                break;
+            }
+            if self.pending_n >= eff_combine {
+                if !self.start_pending(env, eff_combine) {
+                    break;
+                }
+                continue;
+            }
+            let (b, d) = match self.stashed.take().or_else(|| env.next_block()) {
+                Some(x) => x,
+                None => {
+                    self.exhausted = true;
+                    break;
+                }
+            };
+            let valid = env.check_block(b);
+            if valid.is_ok() && self.extends(b) {
+                if self.pending_n == 1 {
+                    let last = self.queue.back().map_or(0, |e| e.block);
+                    self.dir = if b > last { Dir::Up } else { Dir::Down };
+                }
+                self.queue.push_back(Entry::pending(b, d));
+                self.pending_n += 1;
+                continue;
+            }
+            // `b` cannot join the pending read: start that first.
+            while self.pending_n > 0 {
+                if self.ios_in_progress >= self.cfg.max_ios || !self.start_pending(env, eff_combine)
+                {
+                    stop = Some(if self.ios_in_progress >= self.cfg.max_ios {
+                        Limit::MaxIos
+                    } else {
+                        Limit::Frames
+                    });
+                    break;
+                }
+            }
+            if self.pending_n > 0 {
+                self.stashed = Some((b, d));
+                break;
+            }
+            match valid {
+                Ok(()) => {
+                    self.queue.push_back(Entry::pending(b, d));
+                    self.pending_n = 1;
+                    self.dir = Dir::One;
+                }
+                Err(e) => self.queue.push_back(Entry::failed(b, d, e.into())),
+            }
+        }
+        if self.pending_n > 0
+            && self.ios_in_progress < self.cfg.max_ios
+            && (self.pending_n >= eff_combine
+                || (self.pending_n >= self.distance && self.pinned == 0)
+                || self.exhausted)
+        {
+            self.start_pending(env, eff_combine);
+        }
+        if let Some(l) = stop {
+            if !self.exhausted {
+                self.stats.record_limit(l);
+            }
+        }
+    }
+
+    /// Starts (part of) the pending read: hits and busy blocks at its front
+    /// are pinned, then one read of consecutive misses is issued. Returns
+    /// false if nothing could be done (no frame to be had).
+    fn start_pending(&mut self, env: &mut impl Env<D>, eff_combine: usize) -> bool {
+        debug_assert!(self.pending_n > 0);
+        debug_assert!(self.ios_in_progress < self.cfg.max_ios);
+        let start = self.queue.len() - self.pending_n;
+        let cap = self.cap();
+        let mut i = start;
+        let mut run: Vec<u32> = Vec::new();
+        let mut run_start = start;
+        let slot = *self
+            .free_ios
+            .last()
+            .expect("a free read slot below max_ios");
+        while i < self.queue.len() {
+            if self.pinned >= cap && self.pinned > 0 {
+                break;
+            }
+            let block = self.queue[i].block;
+            match env.lookup(block) {
+                Err(()) => {
+                    self.stats.record_limit(Limit::Frames);
+                    break;
+                }
+                Ok(l @ (Lookup::Hit(f) | Lookup::Busy(f))) => {
+                    self.take_non_read(i, f, matches!(l, Lookup::Busy(_)));
+                    i += 1;
+                    if !run.is_empty() {
+                        // It ends the read; it stays pinned as the next entry.
+                        break;
+                    }
+                }
+                Ok(Lookup::Read(f)) => {
+                    if run.is_empty() {
+                        run_start = i;
+                    }
+                    let e = &mut self.queue[i];
+                    e.frame = f;
+                    e.slot = Slot::Io;
+                    self.pinned += 1;
+                    run.push(f);
+                    i += 1;
+                    if run.len() >= eff_combine {
+                        break;
+                    }
+                }
+            }
+        }
+        let progressed = i > start;
+        self.pending_n -= i - start;
+        if self.pending_n <= 1 {
+            self.dir = if self.pending_n == 0 {
+                Dir::One
+            } else {
+                self.dir
+            };
+        }
+        if !run.is_empty() {
+            self.issue(env, slot, run_start, run);
+        }
+        progressed
+    }
+
+    /// Records a pinned hit or busy block at queue index `i`.
+    fn take_non_read(&mut self, i: usize, f: u32, busy: bool) {
+        let e = &mut self.queue[i];
+        e.frame = f;
+        self.pinned += 1;
+        if busy {
+            e.slot = Slot::Busy;
+            self.stats.shared_reads += 1;
+        } else {
+            e.slot = Slot::Ready;
+            self.stats.hits += 1;
+            if self.distance > 1 {
+                self.distance -= 1;
+            }
+        }
+    }
+
+    /// Issues one read of the misses `run` (frames in queue order) whose
+    /// first entry is at queue index `run_start`.
+    fn issue(&mut self, env: &mut impl Env<D>, slot: u32, run_start: usize, mut run: Vec<u32>) {
+        let n = run.len();
+        let run_end = run_start + n - 1;
+        let b0 = self.queue[run_start].block;
+        let b1 = self.queue[run_end].block;
+        let descending = n > 1 && b1 < b0;
+        let first = if descending {
+            run.reverse();
+            b1
+        } else {
+            b0
+        };
+        self.queue[run_start].read_head = true;
+        let popped = self.free_ios.pop();
+        debug_assert_eq!(popped, Some(slot));
+        self.ios[slot as usize] = Some(IoInfo {
+            first_seq: self.head_seq + run_start as u64,
+            n,
+            orphan: false,
+        });
+        self.ios_in_progress += 1;
+        let st = &mut self.stats;
+        st.reads += 1;
+        st.blocks_read += n as u64;
+        st.max_blocks_per_read = st.max_blocks_per_read.max(n as u64);
+        st.max_in_flight = st.max_in_flight.max(self.ios_in_progress as u64);
+        if descending {
+            st.backward_reads += 1;
+        }
+        if self.advise_this(first, descending) {
+            env.advise(first, n);
+            self.stats.advice += 1;
+        }
+        self.seq_next = if descending {
+            None
+        } else {
+            Some(first + n as u64)
+        };
+        env.start_read(slot, first, run.into_boxed_slice(), descending);
+    }
+
+    /// Makes the head entry ready if it can, starting what it needs.
+    pub(crate) fn prepare_head(&mut self, env: &mut impl Env<D>) -> Head {
+        loop {
+            let Some(head) = self.queue.front() else {
+                if self.exhausted && self.pending_n == 0 && self.stashed.is_none() {
+                    return Head::End;
+                }
+                self.look_ahead(env);
+                if self.queue.is_empty() {
+                    if self.exhausted && self.stashed.is_none() {
+                        return Head::End;
+                    }
+                    // Only reachable while our reads are in flight.
+                    return Head::WaitRead;
+                }
+                continue;
+            };
+            match head.slot {
+                Slot::Ready | Slot::Failed(_) => return Head::Ready,
+                Slot::Io => return Head::WaitRead,
+                Slot::Pending => {
+                    if self.ios_in_progress >= self.cfg.max_ios {
+                        return Head::WaitRead;
+                    }
+                    let ec = self.eff_combine();
+                    if !self.start_pending(env, ec) {
+                        if self.ios_in_progress > 0 {
+                            return Head::WaitRead;
+                        }
+                        // Every frame is pinned by others and nothing of ours
+                        // will free one: say so. The block stays queued, so
+                        // nothing is lost if the caller frees frames and asks
+                        // again.
+                        self.stats.errors += 1;
+                        return Head::Exhausted;
+                    }
+                }
+                Slot::Busy | Slot::Retry => {
+                    let f = head.frame;
+                    let retry = matches!(head.slot, Slot::Retry);
+                    match env.frame_status(f) {
+                        Status::Valid => self.queue[0].slot = Slot::Ready,
+                        Status::Io => return Head::WaitFrame(f),
+                        Status::Empty => {
+                            // The read we waited for failed or was cancelled
+                            // (or was our combined read): read the block
+                            // ourselves, alone.
+                            if self.ios_in_progress >= self.cfg.max_ios {
+                                return Head::WaitRead;
+                            }
+                            match env.claim_io(f) {
+                                Lookup::Read(_) => {
+                                    if retry {
+                                        self.stats.retries += 1;
+                                    }
+                                    let slot = *self
+                                        .free_ios
+                                        .last()
+                                        .expect("a free read slot below max_ios");
+                                    self.queue[0].slot = Slot::Io;
+                                    self.issue(env, slot, 0, vec![f]);
+                                    return Head::WaitRead;
+                                }
+                                Lookup::Hit(_) => self.queue[0].slot = Slot::Ready,
+                                Lookup::Busy(_) => return Head::WaitFrame(f),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes the ready head entry. Moves the distance (PostgreSQL 18 rule)
+    /// and looks ahead again.
+    pub(crate) fn pop(&mut self, env: &mut impl Env<D>) -> Entry<D> {
+        let e = self.queue.pop_front().expect("pop of an empty queue");
+        self.head_seq += 1;
+        if e.holds_pin() {
+            self.pinned -= 1;
+        }
+        if e.read_head {
+            let cap = self.cap();
+            self.distance = if e.cached {
+                let c = self.eff_combine();
+                if self.distance > c {
+                    self.distance - 1
+                } else {
+                    (self.distance * 2).min(c).min(cap)
+                }
+            } else {
+                (self.distance * 2).min(cap)
+            };
+        }
+        let st = &mut self.stats;
+        st.pages += 1;
+        st.distance_sum += self.distance as u64;
+        st.max_distance = st.max_distance.max(self.distance as u64);
+        if matches!(e.slot, Slot::Failed(_)) {
+            st.errors += 1;
+        }
+        self.look_ahead(env);
+        self.in_fast_path = self.cfg.fast_path
+            && self.ios_in_progress == 0
+            && self.pinned == 1
+            && self.distance == 1
+            && self.pending_n == 0
+            && self.stashed.is_none()
+            && self.queue.len() == 1
+            && matches!(self.queue[0].slot, Slot::Ready);
+        e
+    }
+
+    /// The fast path: the one ready entry is swapped for the next block if
+    /// that is a hit. Returns the entry to hand out; leaves the fast path on
+    /// anything else.
+    pub(crate) fn fast_pop(&mut self, env: &mut impl Env<D>) -> Entry<D> {
+        debug_assert!(self.in_fast_path && self.queue.len() == 1 && self.ios_in_progress == 0);
+        match env.next_block() {
+            None => self.exhausted = true,
+            Some((b, d)) => match env.check_block(b) {
+                Err(e) => self.queue.push_back(Entry::failed(b, d, e.into())),
+                Ok(()) => match env.lookup(b) {
+                    Ok(Lookup::Hit(f)) => {
+                        let st = &mut self.stats;
+                        st.hits += 1;
+                        st.fast_path_pages += 1;
+                        st.pages += 1;
+                        st.distance_sum += 1;
+                        self.head_seq += 1;
+                        let mut e = Entry::pending(b, d);
+                        e.frame = f;
+                        e.slot = Slot::Ready;
+                        return std::mem::replace(&mut self.queue[0], e);
+                    }
+                    Ok(Lookup::Busy(f)) => {
+                        let mut e = Entry::pending(b, d);
+                        e.frame = f;
+                        e.slot = Slot::Busy;
+                        self.queue.push_back(e);
+                        self.pinned += 1;
+                        self.stats.shared_reads += 1;
+                    }
+                    Ok(Lookup::Read(f)) => {
+                        let slot = *self.free_ios.last().expect("a free read slot");
+                        let mut e = Entry::pending(b, d);
+                        e.frame = f;
+                        e.slot = Slot::Io;
+                        self.queue.push_back(e);
+                        self.pinned += 1;
+                        self.issue(env, slot, 1, vec![f]);
+                    }
+                    Err(()) => self.stashed = Some((b, d)),
+                },
+            },
+        }
+        self.in_fast_path = false;
+        let e = self.pop(env);
+        self.stats.fast_path_pages += 1;
+        e
+    }
+
+    /// A read of ours has ended.
+    pub(crate) fn read_done(&mut self, slot: u32, result: Result<bool, io::Error>) {
+        let Some(info) = self.ios[slot as usize].take() else {
+            debug_assert!(false, "completion for an idle slot");
+            return;
+        };
+        self.free_ios.push(slot);
+        self.ios_in_progress -= 1;
+        if info.orphan {
+            return;
+        }
+        let base = (info.first_seq - self.head_seq) as usize;
+        match result {
+            Ok(cached) => {
+                if cached {
+                    self.stats.cached_reads += 1;
+                }
+                for e in self.queue.range_mut(base..base + info.n) {
+                    e.slot = Slot::Ready;
+                    e.cached = cached;
+                }
+            }
+            Err(err) if info.n == 1 => {
+                self.queue[base].slot = Slot::Failed(err);
+            }
+            Err(_) => {
+                for e in self.queue.range_mut(base..base + info.n) {
+                    e.slot = Slot::Retry;
+                    e.read_head = false;
+                }
+            }
+        }
+    }
+
+    /// Drops all look-ahead (unpinning everything queued) and forgets the
+    /// end of the source. Reads in flight finish on their own; their slots
+    /// stay taken until they report.
+    pub(crate) fn reset(&mut self, env: &mut impl Env<D>) {
+        for e in self.queue.drain(..) {
+            if e.frame != NO_FRAME {
+                env.unpin(e.frame);
+            }
+        }
+        for io in self.ios.iter_mut().flatten() {
+            io.orphan = true;
+        }
+        self.pinned = 0;
+        self.pending_n = 0;
+        self.dir = Dir::One;
+        self.stashed = None;
+        self.exhausted = false;
+        self.in_fast_path = false;
+        self.seq_next = None;
+        self.distance = if self.cfg.full {
+            self.cfg.budget.min(self.cfg.combine)
+        } else {
+            1
+        };
+    }
+}

@@ -1,0 +1,162 @@
+//! The frame header and its packed state word.
+//!
+//! Every frame has one cache-line-aligned header whose `state` word carries
+//! everything the hit path needs in one atomic, so pin and unpin are a single
+//! CAS / `fetch_sub` on a line no other frame shares:
+//!
+//! ```text
+//!  63           38 37    35   34      33  32  31                      0
+//! +---------------+--------+---------+-------+-------------------------+
+//! |    unused     | usage  | WAITERS | status|       pin count         |
+//! +---------------+--------+---------+-------+-------------------------+
+//!   status: 0 EMPTY (no valid bytes), 1 IO (a read owns the bytes), 2 VALID
+//!   usage:  clock-sweep usage count, 0..=MAX_USAGE
+//!   WAITERS: some task waits in the pool's waiter table for this frame's I/O
+//! ```
+//!
+//! Rules (each relied on by a `// SAFETY:` comment elsewhere):
+//! - A frame's bytes are written only by the holder of its IO status (one
+//!   `ReadRequest`), and read only through a pin while the status is VALID.
+//! - Status leaves IO only through `PoolInner::finish_io`, called once by the
+//!   request that owns the IO status.
+//! - An evictor may take a frame only when `pins == 0 && status != IO`; it
+//!   claims it with a CAS to `pins = 1`, then re-checks `pins == 1` under the
+//!   mapping partition's write lock before unmapping it, so a concurrent
+//!   lookup that pinned it in between makes the evictor back off.
+//! - The tag (`file`, `block`) changes only while the changer holds the only
+//!   pin and the partition write lock.
+
+use crate::sync::{AtomicU64, Ordering};
+
+pub(crate) const PIN_MASK: u64 = 0xFFFF_FFFF;
+pub(crate) const STATUS_SHIFT: u32 = 32;
+pub(crate) const STATUS_MASK: u64 = 0b11 << STATUS_SHIFT;
+pub(crate) const WAITERS: u64 = 1 << 34;
+pub(crate) const USAGE_SHIFT: u32 = 35;
+pub(crate) const USAGE_MASK: u64 = 0b111 << USAGE_SHIFT;
+pub(crate) const USAGE_ONE: u64 = 1 << USAGE_SHIFT;
+/// PostgreSQL's BM_MAX_USAGE_COUNT.
+pub(crate) const MAX_USAGE: u64 = 5;
+
+/// No file: the frame is not in the map.
+pub(crate) const NO_FILE: u64 = u64::MAX;
+
+/// A frame's status (bits 32..34 of the state word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// No valid bytes; whoever pins it may start a read (`try_start_io`).
+    Empty,
+    /// A read owns the bytes.
+    Io,
+    /// The bytes are the block named by the tag.
+    Valid,
+}
+
+impl Status {
+    pub(crate) const fn bits(self) -> u64 {
+        (match self {
+            Status::Empty => 0u64,
+            Status::Io => 1,
+            Status::Valid => 2,
+        }) << STATUS_SHIFT
+    }
+}
+
+#[inline]
+pub(crate) fn pins(s: u64) -> u64 {
+    s & PIN_MASK
+}
+
+#[inline]
+pub(crate) fn status(s: u64) -> Status {
+    match (s & STATUS_MASK) >> STATUS_SHIFT {
+        0 => Status::Empty,
+        1 => Status::Io,
+        _ => Status::Valid,
+    }
+}
+
+#[inline]
+pub(crate) fn usage(s: u64) -> u64 {
+    (s & USAGE_MASK) >> USAGE_SHIFT
+}
+
+#[inline]
+pub(crate) fn with_status(s: u64, st: Status) -> u64 {
+    (s & !STATUS_MASK) | st.bits()
+}
+
+/// One frame's metadata, alone on its cache line so that two threads pinning
+/// neighbouring frames do not bounce a shared line.
+#[repr(align(64))]
+#[derive(Debug)]
+pub(crate) struct FrameHeader {
+    /// The packed state word above.
+    pub(crate) state: AtomicU64,
+    /// Tag: the file this frame is mapped for, or [`NO_FILE`].
+    pub(crate) file: AtomicU64,
+    /// Tag: the block this frame is mapped for (meaningless with `NO_FILE`).
+    pub(crate) block: AtomicU64,
+}
+
+impl FrameHeader {
+    pub(crate) fn new() -> Self {
+        FrameHeader {
+            state: AtomicU64::new(0),
+            file: AtomicU64::new(NO_FILE),
+            block: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds a pin and bumps the usage count; returns the new state.
+    #[inline]
+    pub(crate) fn pin(&self) -> u64 {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            let mut n = s + 1;
+            if usage(s) < MAX_USAGE {
+                n += USAGE_ONE;
+            }
+            match self
+                .state
+                .compare_exchange_weak(s, n, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return n,
+                Err(cur) => s = cur,
+            }
+        }
+    }
+
+    /// Drops a pin.
+    #[inline]
+    pub(crate) fn unpin(&self) {
+        let prev = self.state.fetch_sub(1, Ordering::Release);
+        debug_assert!(pins(prev) > 0, "unpin of an unpinned frame");
+    }
+
+    /// Moves a pinned EMPTY frame to IO. Returns the status seen if the CAS
+    /// could not be made because the status was not EMPTY.
+    #[inline]
+    pub(crate) fn try_start_io(&self) -> Result<(), Status> {
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            debug_assert!(pins(s) > 0, "start_io on an unpinned frame");
+            if status(s) != Status::Empty {
+                return Err(status(s));
+            }
+            let n = with_status(s, Status::Io);
+            match self
+                .state
+                .compare_exchange_weak(s, n, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(()),
+                Err(cur) => s = cur,
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,597 @@
+//! The shared buffer pool: frames, the block map, pins, clock-sweep eviction,
+//! rings, and the I/O-in-progress hand-off.
+//!
+//! A [`BufferPool`] is a cheap handle (`Arc`) to a fixed set of `block_size`
+//! frames in one 4096-aligned allocation. Every stream built on it shares its
+//! frames: a block read by one stream is a hit for the next, and a block one
+//! stream is reading is *waited for* by a second, never read twice.
+//!
+//! See `frame.rs` for the state word and the rules that make the frame bytes
+//! safe to hand out, `map.rs` for the partitioned block map and `waiters.rs`
+//! for the wake-up hand-off.
+
+mod frame;
+mod map;
+mod ring;
+mod waiters;
+
+pub use ring::RingSize;
+
+pub(crate) use frame::Status;
+pub(crate) use ring::Ring;
+
+use crate::error::BuildError;
+use crate::stats::{PoolStats, StreamStats};
+use crate::sync::{lock, read, write, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::{BlockNumber, FileId};
+use frame::{FrameHeader, NO_FILE};
+use map::BlockMap;
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ptr::NonNull;
+use std::task::Waker;
+use waiters::Waiters;
+
+/// Alignment of frame memory (and so of every frame): enough for O_DIRECT.
+pub const FRAME_ALIGN: usize = 4096;
+
+/// Smallest block size.
+pub const MIN_BLOCK_SIZE: usize = 512;
+
+/// Largest pool, in frames (frame numbers are `u32`).
+pub const MAX_FRAMES: usize = (u32::MAX - 1) as usize;
+
+/// Default block size, PostgreSQL's `BLCKSZ`.
+pub const DEFAULT_BLOCK_SIZE: usize = 8192;
+
+/// Checks a block size: a power of two of at least [`MIN_BLOCK_SIZE`].
+pub fn check_block_size(block_size: usize) -> Result<(), BuildError> {
+    if block_size < MIN_BLOCK_SIZE || !block_size.is_power_of_two() {
+        return Err(BuildError::BlockSize { block_size });
+    }
+    Ok(())
+}
+
+/// What the pool answered for one block. Every variant holds a pin on the
+/// frame that the caller must eventually drop with [`PoolInner::unpin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The frame holds the block (VALID).
+    Hit(u32),
+    /// The caller now owns the frame's IO status and must read the block.
+    Read(u32),
+    /// Someone else is reading the block into the frame; wait for it.
+    Busy(u32),
+}
+
+/// Why the pool could not produce a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Exhausted;
+
+/// A handle on a shared buffer pool. Clone it freely: clones share frames.
+///
+/// ```
+/// use pagestream::BufferPool;
+/// let pool = BufferPool::builder().frames(128).block_size(8192).build()?;
+/// assert_eq!(pool.frames(), 128);
+/// assert_eq!(pool.capacity_bytes(), 1 << 20);
+/// # Ok::<(), pagestream::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct BufferPool {
+    pub(crate) inner: Arc<PoolInner>,
+}
+
+impl fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufferPool")
+            .field("frames", &self.inner.nframes)
+            .field("block_size", &self.inner.block_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`BufferPool`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct PoolBuilder {
+    frames: usize,
+    block_size: usize,
+}
+
+impl PoolBuilder {
+    /// Number of frames (default 1024).
+    pub fn frames(mut self, frames: usize) -> Self {
+        self.frames = frames;
+        self
+    }
+
+    /// Frames enough for `bytes` (rounded up) at the current block size.
+    pub fn capacity_bytes(mut self, bytes: u64) -> Self {
+        let bs = self.block_size.max(1) as u64;
+        self.frames = bytes.div_ceil(bs).min(MAX_FRAMES as u64 + 1) as usize;
+        self
+    }
+
+    /// Block (and frame) size in bytes: a power of two ≥ 512. Default 8192.
+    pub fn block_size(mut self, block_size: usize) -> Self {
+        self.block_size = block_size;
+        self
+    }
+
+    /// Allocates the pool. Frame memory is zeroed lazily by the OS.
+    pub fn build(self) -> Result<BufferPool, BuildError> {
+        check_block_size(self.block_size)?;
+        if self.frames == 0 {
+            return Err(BuildError::Zero {
+                what: "pool frames",
+            });
+        }
+        if self.frames > MAX_FRAMES {
+            return Err(BuildError::TooLarge {
+                what: "pool frames",
+                value: self.frames,
+                max: MAX_FRAMES,
+            });
+        }
+        let oom = BuildError::OutOfMemory {
+            frames: self.frames,
+            bytes: self.frames.saturating_mul(self.block_size),
+        };
+        let bytes = self
+            .frames
+            .checked_mul(self.block_size)
+            .ok_or_else(|| oom_clone(&oom))?;
+        let layout =
+            Layout::from_size_align(bytes, FRAME_ALIGN.max(self.block_size.min(FRAME_ALIGN)))
+                .map_err(|_| oom_clone(&oom))?;
+        // SAFETY: `layout` has a non-zero size (frames ≥ 1, block_size ≥ 512).
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let memory = NonNull::new(ptr).ok_or(oom)?;
+        Ok(BufferPool {
+            inner: Arc::new(PoolInner {
+                memory,
+                layout,
+                block_size: self.block_size,
+                block_shift: self.block_size.trailing_zeros(),
+                nframes: self.frames,
+                headers: (0..self.frames).map(|_| FrameHeader::new()).collect(),
+                map: BlockMap::new(self.frames),
+                hand: AtomicU64::new(0),
+                waiters: Waiters::new(),
+                reserved: AtomicUsize::new(0),
+                streams: AtomicUsize::new(0),
+                evictions: AtomicU64::new(0),
+                ring_reuses: AtomicU64::new(0),
+                exhausted: AtomicU64::new(0),
+                totals: Mutex::new(StreamStats::default()),
+            }),
+        })
+    }
+}
+
+fn oom_clone(e: &BuildError) -> BuildError {
+    match e {
+        BuildError::OutOfMemory { frames, bytes } => BuildError::OutOfMemory {
+            frames: *frames,
+            bytes: *bytes,
+        },
+        _ => unreachable!("only called with OutOfMemory"),
+    }
+}
+
+impl BufferPool {
+    /// A builder with 1024 frames of 8192 bytes.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder {
+            frames: 1024,
+            block_size: DEFAULT_BLOCK_SIZE,
+        }
+    }
+
+    /// A pool of `frames` frames of `block_size` bytes.
+    pub fn new(frames: usize, block_size: usize) -> Result<BufferPool, BuildError> {
+        Self::builder()
+            .frames(frames)
+            .block_size(block_size)
+            .build()
+    }
+
+    /// Number of frames.
+    pub fn frames(&self) -> usize {
+        self.inner.nframes
+    }
+
+    /// Block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.inner.block_size
+    }
+
+    /// Total frame memory in bytes.
+    pub fn capacity_bytes(&self) -> usize {
+        self.inner.nframes * self.inner.block_size
+    }
+
+    /// Whether `block` of `file` is in the pool with valid contents.
+    pub fn contains(&self, file: FileId, block: BlockNumber) -> bool {
+        let inner = &self.inner;
+        let part = read(inner.map.partition(file.0, block));
+        match part.get(&(file.0, block)) {
+            Some(&f) => frame::status(inner.headers[f as usize].load()) == Status::Valid,
+            None => false,
+        }
+    }
+
+    /// Drops every unpinned, valid frame of `file` from the pool (pinned ones
+    /// and ones being read stay). Returns how many were dropped. Use it to
+    /// make the next scan of a file cold for the pool.
+    pub fn invalidate(&self, file: FileId) -> usize {
+        self.inner.invalidate(file)
+    }
+
+    /// A snapshot of the pool's counters and frame states. It scans every
+    /// frame header: meant for reports, not hot loops.
+    pub fn stats(&self) -> PoolStats {
+        self.inner.stats()
+    }
+}
+
+/// The pool's shared state. Hot fields first; see each comment.
+pub(crate) struct PoolInner {
+    /// Start of frame memory: `nframes * block_size` bytes, `FRAME_ALIGN`ed.
+    memory: NonNull<u8>,
+    /// The layout `memory` was allocated with, to free it.
+    layout: Layout,
+    pub(crate) block_size: usize,
+    /// log2(block_size): frame offset is `f << block_shift`.
+    block_shift: u32,
+    pub(crate) nframes: usize,
+    /// One header per frame (state word + tag).
+    headers: Box<[FrameHeader]>,
+    /// `(file, block) → frame`, partitioned.
+    map: BlockMap,
+    /// Clock-sweep hand; only the miss path touches it.
+    hand: AtomicU64,
+    /// Tasks waiting for another stream's read.
+    waiters: Waiters,
+    /// Look-ahead pins that live streams last said they hold, summed; used to
+    /// size each stream's share at read start (not per page).
+    pub(crate) reserved: AtomicUsize,
+    /// Live streams on this pool.
+    pub(crate) streams: AtomicUsize,
+    /// Frames taken from another block by the clock sweep (miss path only).
+    evictions: AtomicU64,
+    /// Frames reused from a stream's ring.
+    ring_reuses: AtomicU64,
+    /// Times the sweep found every frame pinned.
+    exhausted: AtomicU64,
+    /// Stats of streams that have ended, folded in when each is dropped.
+    pub(crate) totals: Mutex<StreamStats>,
+}
+
+// SAFETY: `memory` is the only non-auto-Send/Sync field. Access to the bytes
+// it points to follows the frame protocol in `frame.rs`: one writer (the IO
+// owner) with no readers, or many readers (pinned, VALID) with no writer. The
+// pointer itself is never reassigned and is freed only in `Drop`, when no
+// `Arc<PoolInner>` (and so no guard or read) remains.
+unsafe impl Send for PoolInner {}
+// SAFETY: as above; all other fields are `Sync`.
+unsafe impl Sync for PoolInner {}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        // SAFETY: `memory` came from `alloc_zeroed(self.layout)` and is freed
+        // once; no frame can be referenced now that the last Arc is gone.
+        unsafe { alloc::dealloc(self.memory.as_ptr(), self.layout) };
+    }
+}
+
+impl fmt::Debug for PoolInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolInner")
+            .field("frames", &self.nframes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PoolInner {
+    #[inline]
+    pub(crate) fn header(&self, f: u32) -> &FrameHeader {
+        &self.headers[f as usize]
+    }
+
+    /// Raw pointer to frame `f`'s bytes. Dereferencing it is governed by the
+    /// frame protocol; see callers.
+    #[inline]
+    pub(crate) fn frame_ptr(&self, f: u32) -> *mut u8 {
+        debug_assert!((f as usize) < self.nframes);
+        // SAFETY: `f < nframes`, so the offset stays inside the allocation
+        // of `nframes << block_shift` bytes.
+        unsafe { self.memory.as_ptr().add((f as usize) << self.block_shift) }
+    }
+
+    /// Whether frames `f` and `f + 1` are adjacent in memory (always, since
+    /// frames are one array): engines may merge their iovecs.
+    #[inline]
+    pub(crate) fn status(&self, f: u32) -> Status {
+        frame::status(self.header(f).load())
+    }
+
+    #[inline]
+    pub(crate) fn unpin(&self, f: u32) {
+        self.header(f).unpin();
+    }
+
+    /// Classifies a frame the caller has pinned, starting I/O on it if it is
+    /// EMPTY.
+    #[inline]
+    pub(crate) fn classify_pinned(&self, f: u32) -> Lookup {
+        let hdr = self.header(f);
+        loop {
+            match frame::status(hdr.load()) {
+                Status::Valid => return Lookup::Hit(f),
+                Status::Io => return Lookup::Busy(f),
+                Status::Empty => match hdr.try_start_io() {
+                    Ok(()) => return Lookup::Read(f),
+                    Err(_) => continue,
+                },
+            }
+        }
+    }
+
+    /// Looks `block` of `file` up, pinning its frame; on a miss takes a
+    /// frame (from `ring` first, if given, then by clock sweep), maps it and
+    /// returns it as [`Lookup::Read`].
+    pub(crate) fn lookup(
+        &self,
+        file: u64,
+        block: BlockNumber,
+        ring: Option<&mut Ring>,
+    ) -> Result<Lookup, Exhausted> {
+        if let Some(l) = self.lookup_existing(file, block) {
+            return Ok(l);
+        }
+        let victim = self.victim(ring)?;
+        Ok(self.install(victim, file, block))
+    }
+
+    /// The hit path: one partition read lock, one CAS.
+    #[inline]
+    pub(crate) fn lookup_existing(&self, file: u64, block: BlockNumber) -> Option<Lookup> {
+        let f = {
+            let part = read(self.map.partition(file, block));
+            let f = *part.get(&(file, block))?;
+            self.header(f).pin();
+            f
+        };
+        Some(self.classify_pinned(f))
+    }
+
+    /// Maps the claimed, unmapped `victim` (pins = 1, EMPTY) to the block, or
+    /// gives it back if someone mapped the block meanwhile.
+    fn install(&self, victim: u32, file: u64, block: BlockNumber) -> Lookup {
+        let hdr = self.header(victim);
+        let mut part = write(self.map.partition(file, block));
+        if let Some(&f) = part.get(&(file, block)) {
+            self.header(f).pin();
+            drop(part);
+            self.release_claim(victim);
+            return self.classify_pinned(f);
+        }
+        hdr.file.store(file, Ordering::Relaxed);
+        hdr.block.store(block, Ordering::Relaxed);
+        // We hold the only pin, the frame is unmapped and EMPTY: nobody else
+        // can change its state word now, so a plain store is exact.
+        hdr.state
+            .store(1 | Status::Io.bits() | frame::USAGE_ONE, Ordering::Release);
+        part.insert((file, block), victim);
+        drop(part);
+        Lookup::Read(victim)
+    }
+
+    /// Returns a claimed, unmapped frame to the free state.
+    fn release_claim(&self, f: u32) {
+        let hdr = self.header(f);
+        hdr.file.store(NO_FILE, Ordering::Relaxed);
+        hdr.state.store(0, Ordering::Release);
+    }
+
+    /// Tries to claim frame `f` for reuse: succeeds if it is unpinned, not
+    /// being read, and (when `max_usage` says so) not recently used. On
+    /// success the frame is pinned once by us, unmapped and EMPTY.
+    fn try_claim(&self, f: u32, max_usage: u64) -> Claim {
+        let hdr = self.header(f);
+        let mut s = hdr.load();
+        loop {
+            if frame::pins(s) != 0 || frame::status(s) == Status::Io {
+                return Claim::Busy;
+            }
+            if frame::usage(s) > max_usage {
+                let n = s - frame::USAGE_ONE;
+                match hdr
+                    .state
+                    .compare_exchange_weak(s, n, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return Claim::Aged,
+                    Err(cur) => {
+                        s = cur;
+                        continue;
+                    }
+                }
+            }
+            match hdr
+                .state
+                .compare_exchange_weak(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(cur) => s = cur,
+            }
+        }
+        // We hold a pin. Unmap the frame if it is mapped.
+        let file = hdr.file.load(Ordering::Relaxed);
+        if file != NO_FILE {
+            let block = hdr.block.load(Ordering::Relaxed);
+            let mut part = write(self.map.partition(file, block));
+            let s = hdr.load();
+            if frame::pins(s) != 1 || frame::status(s) == Status::Io {
+                // Someone found it through the map before we got the lock.
+                drop(part);
+                hdr.unpin();
+                return Claim::Busy;
+            }
+            if part.get(&(file, block)) == Some(&f) {
+                part.remove(&(file, block));
+            }
+            hdr.file.store(NO_FILE, Ordering::Relaxed);
+            // pins = 1 (ours), EMPTY, usage 0, no waiters (nobody can wait on
+            // a frame that is not IO).
+            hdr.state.store(1, Ordering::Release);
+            drop(part);
+            if frame::status(s) == Status::Valid {
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            hdr.state.store(1, Ordering::Release);
+        }
+        Claim::Got
+    }
+
+    /// Finds a frame to reuse: the stream's ring slot first (PostgreSQL's
+    /// strategy ring), then the clock sweep. Fails only when a full sweep
+    /// finds every frame pinned or being read.
+    fn victim(&self, mut ring: Option<&mut Ring>) -> Result<u32, Exhausted> {
+        if let Some(ring) = ring.as_deref_mut() {
+            if let Some(f) = ring.current() {
+                if let Claim::Got = self.try_claim(f, 1) {
+                    self.ring_reuses.fetch_add(1, Ordering::Relaxed);
+                    ring.advance();
+                    return Ok(f);
+                }
+            }
+        }
+        let n = self.nframes as u64;
+        // Each frame may need MAX_USAGE passes to age out; a sweep that sees
+        // only pinned frames for a whole lap gives up.
+        let mut busy_run = 0u64;
+        loop {
+            let f = (self.hand.fetch_add(1, Ordering::Relaxed) % n) as u32;
+            match self.try_claim(f, 0) {
+                Claim::Got => {
+                    if let Some(ring) = ring {
+                        ring.replace(f);
+                    }
+                    return Ok(f);
+                }
+                Claim::Aged => busy_run = 0,
+                Claim::Busy => {
+                    busy_run += 1;
+                    if busy_run > n {
+                        self.exhausted.fetch_add(1, Ordering::Relaxed);
+                        return Err(Exhausted);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Publishes the end of a read on frame `f`: VALID if `ok`, else EMPTY
+    /// (so no failed read leaves a valid-looking frame), and wakes waiters.
+    pub(crate) fn finish_io(&self, f: u32, ok: bool) {
+        let hdr = self.header(f);
+        let st = if ok { Status::Valid } else { Status::Empty };
+        let mut s = hdr.load();
+        loop {
+            debug_assert_eq!(
+                frame::status(s),
+                Status::Io,
+                "finish_io on a frame not in IO"
+            );
+            let n = frame::with_status(s, st) & !frame::WAITERS;
+            match hdr
+                .state
+                .compare_exchange_weak(s, n, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(cur) => s = cur,
+            }
+        }
+        if s & frame::WAITERS != 0 {
+            self.waiters.wake(f);
+        }
+    }
+
+    /// Registers `waker` for the end of the read on pinned frame `f`. Returns
+    /// false if that read has already ended.
+    pub(crate) fn wait_io(&self, f: u32, waker: &Waker) -> bool {
+        self.waiters.register(f, self.header(f), waker)
+    }
+
+    fn invalidate(&self, file: FileId) -> usize {
+        let mut dropped = 0;
+        for part in self.map.partitions() {
+            let mut part = write(part);
+            part.retain(|&(fl, _), &mut f| {
+                if fl != file.0 {
+                    return true;
+                }
+                let hdr = self.header(f);
+                let s = hdr.load();
+                if frame::pins(s) != 0 || frame::status(s) == Status::Io {
+                    return true;
+                }
+                // Under the write lock with pins == 0: claim and unmap.
+                if hdr
+                    .state
+                    .compare_exchange(s, 0, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    return true;
+                }
+                hdr.file.store(NO_FILE, Ordering::Relaxed);
+                dropped += 1;
+                false
+            });
+        }
+        dropped
+    }
+
+    fn stats(&self) -> PoolStats {
+        let mut st = PoolStats {
+            frames: self.nframes,
+            block_size: self.block_size,
+            evictions: self.evictions.load(Ordering::Relaxed),
+            ring_reuses: self.ring_reuses.load(Ordering::Relaxed),
+            exhausted: self.exhausted.load(Ordering::Relaxed),
+            streams: self.streams.load(Ordering::Relaxed),
+            ended_streams: lock(&self.totals).clone(),
+            ..PoolStats::default()
+        };
+        for h in self.headers.iter() {
+            let s = h.load();
+            if frame::pins(s) > 0 {
+                st.pinned += 1;
+            }
+            match frame::status(s) {
+                Status::Valid => st.valid += 1,
+                Status::Io => st.reading += 1,
+                Status::Empty => {}
+            }
+        }
+        st
+    }
+
+    /// Frames a stream may still pin for look-ahead, given what the other
+    /// live streams last reserved, never less than a fair share of the pool.
+    pub(crate) fn available_for(&self, mine: usize) -> usize {
+        let others = self.reserved.load(Ordering::Relaxed).saturating_sub(mine);
+        let free = self.nframes.saturating_sub(others);
+        let share = self.nframes / self.streams.load(Ordering::Relaxed).max(1);
+        free.max(share).max(1)
+    }
+}
+
+enum Claim {
+    Got,
+    Aged,
+    Busy,
+}

@@ -1,0 +1,240 @@
+//! Counters that explain a run, as PostgreSQL's `EXPLAIN (ANALYZE, BUFFERS)`
+//! does: per stream ([`StreamStats`], from [`ReadStream::stats`]) and per
+//! pool ([`PoolStats`], from [`BufferPool::stats`]).
+//!
+//! [`ReadStream::stats`]: crate::ReadStream::stats
+//! [`BufferPool::stats`]: crate::BufferPool::stats
+
+use std::fmt;
+use std::time::Duration;
+
+/// What stopped look-ahead from going further at the moment it stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// The adaptive distance (not a configured cap).
+    Distance,
+    /// `max_ios` reads were in flight.
+    MaxIos,
+    /// The configured pin budget, `(max_ios + 1) × io_combine_limit`.
+    PinBudget,
+    /// The frames the pool could spare this stream (its share of a small or
+    /// busy pool).
+    Frames,
+}
+
+/// Per-stream counters. Cheap to copy; `Display` prints an
+/// `EXPLAIN (ANALYZE, BUFFERS)`-like summary.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct StreamStats {
+    /// Pages handed to the consumer.
+    pub pages: u64,
+    /// Pages found valid in the pool when looked up (no read needed).
+    pub hits: u64,
+    /// Of those, pages returned by the fast path.
+    pub fast_path_pages: u64,
+    /// Pages this stream read from the engine.
+    pub blocks_read: u64,
+    /// Reads issued (a short read's remainder is part of the same read).
+    pub reads: u64,
+    /// Reads the engine served from the OS page cache.
+    pub cached_reads: u64,
+    /// Largest read, in blocks.
+    pub max_blocks_per_read: u64,
+    /// Reads that were descending runs read as one ascending I/O.
+    pub backward_reads: u64,
+    /// Most reads in flight at once.
+    pub max_in_flight: u64,
+    /// Pages another stream was already reading, waited for instead of read.
+    pub shared_reads: u64,
+    /// Times the consumer had to wait for I/O.
+    pub waits: u64,
+    /// Time spent waiting for I/O.
+    pub wait_time: Duration,
+    /// Sum of the distance sampled at each page handed out (for the mean).
+    pub distance_sum: u64,
+    /// Largest look-ahead distance reached.
+    pub max_distance: u64,
+    /// Times look-ahead stopped, by what stopped it.
+    pub limited_by_distance: u64,
+    /// … because `max_ios` reads were in flight.
+    pub limited_by_max_ios: u64,
+    /// … because the pin budget was reached.
+    pub limited_by_pin_budget: u64,
+    /// … because the pool could spare no more frames.
+    pub limited_by_frames: u64,
+    /// Advice calls issued.
+    pub advice: u64,
+    /// Blocks re-read alone after a combined read failed or was cancelled.
+    pub retries: u64,
+    /// Errors handed to the consumer.
+    pub errors: u64,
+}
+
+impl StreamStats {
+    /// Mean blocks per read.
+    pub fn mean_blocks_per_read(&self) -> f64 {
+        if self.reads == 0 {
+            0.0
+        } else {
+            self.blocks_read as f64 / self.reads as f64
+        }
+    }
+
+    /// Mean look-ahead distance over the pages handed out.
+    pub fn mean_distance(&self) -> f64 {
+        if self.pages == 0 {
+            0.0
+        } else {
+            self.distance_sum as f64 / self.pages as f64
+        }
+    }
+
+    /// The limit that stopped look-ahead most often, if it ever stopped.
+    pub fn binding_limit(&self) -> Option<Limit> {
+        [
+            (self.limited_by_distance, Limit::Distance),
+            (self.limited_by_max_ios, Limit::MaxIos),
+            (self.limited_by_pin_budget, Limit::PinBudget),
+            (self.limited_by_frames, Limit::Frames),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, l)| l)
+    }
+
+    pub(crate) fn record_limit(&mut self, l: Limit) {
+        match l {
+            Limit::Distance => self.limited_by_distance += 1,
+            Limit::MaxIos => self.limited_by_max_ios += 1,
+            Limit::PinBudget => self.limited_by_pin_budget += 1,
+            Limit::Frames => self.limited_by_frames += 1,
+        }
+    }
+
+    /// Adds `other`'s counters to these (maxima are maxima).
+    pub fn merge(&mut self, o: &StreamStats) {
+        self.pages += o.pages;
+        self.hits += o.hits;
+        self.fast_path_pages += o.fast_path_pages;
+        self.blocks_read += o.blocks_read;
+        self.reads += o.reads;
+        self.cached_reads += o.cached_reads;
+        self.max_blocks_per_read = self.max_blocks_per_read.max(o.max_blocks_per_read);
+        self.backward_reads += o.backward_reads;
+        self.max_in_flight = self.max_in_flight.max(o.max_in_flight);
+        self.shared_reads += o.shared_reads;
+        self.waits += o.waits;
+        self.wait_time += o.wait_time;
+        self.distance_sum += o.distance_sum;
+        self.max_distance = self.max_distance.max(o.max_distance);
+        self.limited_by_distance += o.limited_by_distance;
+        self.limited_by_max_ios += o.limited_by_max_ios;
+        self.limited_by_pin_budget += o.limited_by_pin_budget;
+        self.limited_by_frames += o.limited_by_frames;
+        self.advice += o.advice;
+        self.retries += o.retries;
+        self.errors += o.errors;
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Limit::Distance => "distance",
+            Limit::MaxIos => "max_ios",
+            Limit::PinBudget => "pin budget",
+            Limit::Frames => "pool frames",
+        })
+    }
+}
+
+impl fmt::Display for StreamStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Pages: {} returned ({} fast path)  Buffers: hit={} read={} shared={}",
+            self.pages, self.fast_path_pages, self.hits, self.blocks_read, self.shared_reads
+        )?;
+        writeln!(
+            f,
+            "I/O: reads={} (backward={} cached={}) blocks/read mean={:.2} max={}  in flight max={}  advice={}",
+            self.reads,
+            self.backward_reads,
+            self.cached_reads,
+            self.mean_blocks_per_read(),
+            self.max_blocks_per_read,
+            self.max_in_flight,
+            self.advice
+        )?;
+        writeln!(
+            f,
+            "Waits: {} totalling {:.3} ms  Distance: mean={:.1} max={}",
+            self.waits,
+            self.wait_time.as_secs_f64() * 1e3,
+            self.mean_distance(),
+            self.max_distance
+        )?;
+        write!(
+            f,
+            "Look-ahead stopped by: distance={} max_ios={} pin budget={} pool frames={}",
+            self.limited_by_distance,
+            self.limited_by_max_ios,
+            self.limited_by_pin_budget,
+            self.limited_by_frames
+        )?;
+        if let Some(l) = self.binding_limit() {
+            write!(f, " (mostly {l})")?;
+        }
+        if self.retries + self.errors > 0 {
+            write!(f, "\nRetries: {}  Errors: {}", self.retries, self.errors)?;
+        }
+        Ok(())
+    }
+}
+
+/// A snapshot of a pool.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// Frames in the pool.
+    pub frames: usize,
+    /// Block size.
+    pub block_size: usize,
+    /// Frames pinned right now.
+    pub pinned: usize,
+    /// Frames holding a valid block.
+    pub valid: usize,
+    /// Frames being read.
+    pub reading: usize,
+    /// Valid frames reused for another block.
+    pub evictions: u64,
+    /// Frames reused from a stream's ring.
+    pub ring_reuses: u64,
+    /// Times a clock sweep found every frame pinned.
+    pub exhausted: u64,
+    /// Live streams.
+    pub streams: usize,
+    /// Counters of every stream that has ended, summed.
+    pub ended_streams: StreamStats,
+}
+
+impl fmt::Display for PoolStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Pool: {} frames x {} B  valid={} pinned={} reading={}  evictions={} ring reuses={} exhausted={}  streams live={}",
+            self.frames,
+            self.block_size,
+            self.valid,
+            self.pinned,
+            self.reading,
+            self.evictions,
+            self.ring_reuses,
+            self.exhausted,
+            self.streams
+        )
+    }
+}

@@ -1,0 +1,541 @@
+//! [`ReadStream`]: the planner, the pool and an engine, as a
+//! `futures::Stream` of [`PageGuard`]s.
+
+use crate::engine::{EngineFile, IoEngine, ReadRequest};
+use crate::error::{BuildError, ReadError};
+use crate::guard::PageGuard;
+use crate::plan::{AdvicePolicy, Entry, Env, Head, PlanConfig, Planner, Slot, NO_FRAME};
+use crate::pool::{BufferPool, Lookup, PoolInner, Ring, RingSize, Status};
+use crate::source::BlockSource;
+use crate::stats::StreamStats;
+use crate::sync::{lock, Arc, AtomicU8, Mutex, Ordering};
+use crate::BlockNumber;
+use futures::task::AtomicWaker;
+use futures::Stream;
+use std::fmt;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+/// Largest `io_combine_limit` (PostgreSQL 18's maximum, 1 MiB at 8 KiB).
+pub const MAX_IO_COMBINE_LIMIT: usize = 128;
+/// Largest `max_ios` (PostgreSQL's `effective_io_concurrency` maximum).
+pub const MAX_IOS: usize = 1000;
+
+type Done = (u32, Result<bool, io::Error>);
+
+/// What a stream shares with its reads in flight and its guards: the pool,
+/// and the mailbox where finished reads report.
+pub(crate) struct StreamShared {
+    pub(crate) pool: Arc<PoolInner>,
+    /// The task polling the stream.
+    waker: AtomicWaker,
+    /// Finished reads: `(slot, Ok(served_from_cache) | Err)`.
+    done: Mutex<Vec<Done>>,
+    /// `done` is non-empty (checked before taking the lock).
+    has_done: AtomicU8,
+}
+
+impl StreamShared {
+    /// Called by a request when it ends, from whatever thread completes it.
+    pub(crate) fn read_finished(&self, slot: u32, result: io::Result<bool>, _cancelled: bool) {
+        lock(&self.done).push((slot, result));
+        self.has_done.store(1, Ordering::Release);
+        self.waker.wake();
+    }
+
+    fn take_done(&self, into: &mut Vec<Done>) {
+        if self.has_done.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut d = lock(&self.done);
+        self.has_done.store(0, Ordering::Relaxed);
+        into.append(&mut d);
+    }
+}
+
+impl fmt::Debug for StreamShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamShared").finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`ReadStream`]; see [`ReadStream::builder`].
+#[must_use]
+pub struct StreamBuilder<E: IoEngine> {
+    pool: BufferPool,
+    engine: E,
+    file: E::File,
+    max_ios: usize,
+    combine: usize,
+    ring: Option<RingSize>,
+    advice: AdvicePolicy,
+    backward_combining: bool,
+    fast_path: bool,
+    full: bool,
+}
+
+impl<E: IoEngine> fmt::Debug for StreamBuilder<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamBuilder")
+            .field("engine", &self.engine.name())
+            .field("max_ios", &self.max_ios)
+            .field("io_combine_limit", &self.combine)
+            .field("ring", &self.ring)
+            .field("advice", &self.advice)
+            .field("backward_combining", &self.backward_combining)
+            .field("fast_path", &self.fast_path)
+            .field("full", &self.full)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: IoEngine> StreamBuilder<E> {
+    /// Reads in flight at most (PostgreSQL's `effective_io_concurrency`).
+    /// 0 means one read at a time and no advice. Default 16.
+    pub fn max_ios(mut self, n: usize) -> Self {
+        self.max_ios = n;
+        self
+    }
+
+    /// Blocks per read at most (PostgreSQL's `io_combine_limit`), 1 to
+    /// [`MAX_IO_COMBINE_LIMIT`]. Default 16 (128 KiB at 8 KiB blocks).
+    pub fn io_combine_limit(mut self, n: usize) -> Self {
+        self.combine = n;
+        self
+    }
+
+    /// Recycle a bounded ring of frames (PostgreSQL's BULKREAD strategy) so
+    /// this scan cannot flush the pool. Default: no ring.
+    pub fn ring(mut self, ring: Option<RingSize>) -> Self {
+        self.ring = ring;
+        self
+    }
+
+    /// When to give read-ahead advice. Default [`AdvicePolicy::Auto`].
+    pub fn advice(mut self, policy: AdvicePolicy) -> Self {
+        self.advice = policy;
+        self
+    }
+
+    /// Combine descending runs into one read (default on).
+    pub fn backward_combining(mut self, on: bool) -> Self {
+        self.backward_combining = on;
+        self
+    }
+
+    /// Use the fast path for fully cached scans (default on).
+    pub fn fast_path(mut self, on: bool) -> Self {
+        self.fast_path = on;
+        self
+    }
+
+    /// The caller will read everything the source names: skip the distance
+    /// ramp and start at full-sized reads (PostgreSQL's `READ_STREAM_FULL`,
+    /// used by prewarm).
+    pub fn full(mut self, on: bool) -> Self {
+        self.full = on;
+        self
+    }
+
+    /// Validates the configuration, asks the file's length and builds the
+    /// stream over `source`.
+    pub fn build<S: BlockSource>(self, source: S) -> Result<ReadStream<E, S>, BuildError> {
+        if self.combine == 0 {
+            return Err(BuildError::Zero {
+                what: "io_combine_limit",
+            });
+        }
+        if self.combine > MAX_IO_COMBINE_LIMIT {
+            return Err(BuildError::TooLarge {
+                what: "io_combine_limit",
+                value: self.combine,
+                max: MAX_IO_COMBINE_LIMIT,
+            });
+        }
+        if self.max_ios > MAX_IOS {
+            return Err(BuildError::TooLarge {
+                what: "max_ios",
+                value: self.max_ios,
+                max: MAX_IOS,
+            });
+        }
+        let pool = self.pool.inner;
+        let ring = match self.ring {
+            None => None,
+            Some(RingSize::Frames(0)) | Some(RingSize::Bytes(0)) => {
+                return Err(BuildError::Zero { what: "ring size" })
+            }
+            Some(r) => Some(Ring::new(r.frames(pool.block_size).min(pool.nframes))),
+        };
+        let file_len = self
+            .file
+            .byte_len()
+            .map_err(|source| BuildError::File { source })?;
+        let budget = (self.max_ios + 1) * self.combine;
+        let cfg = PlanConfig {
+            max_ios: self.max_ios.max(1),
+            combine: self.combine,
+            budget,
+            advice: self.advice,
+            advice_possible: self.max_ios > 0 && self.engine.advice_useful(&self.file),
+            kernel_readahead: self.file.kernel_readahead(),
+            backward_combining: self.backward_combining,
+            fast_path: self.fast_path,
+            full: self.full,
+        };
+        pool.streams.fetch_add(1, Ordering::Relaxed);
+        let block_size = pool.block_size;
+        Ok(ReadStream {
+            file_id: self.file.id().raw(),
+            file_len,
+            nblocks: file_len / block_size as u64,
+            shared: Arc::new(StreamShared {
+                pool,
+                waker: AtomicWaker::new(),
+                done: Mutex::new(Vec::new()),
+                has_done: AtomicU8::new(0),
+            }),
+            engine: self.engine,
+            file: self.file,
+            source,
+            ring,
+            reserved: 0,
+            planner: Planner::new(cfg),
+            wait_started: None,
+            done_scratch: Vec::new(),
+        })
+    }
+}
+
+/// A stream of the pages of one file, in the order a [`BlockSource`] names
+/// them, read ahead, combined and kept in flight by the planner (see the
+/// [crate docs](crate)), as pinned [`PageGuard`]s from a shared
+/// [`BufferPool`].
+///
+/// Items are `io::Result<PageGuard<D>>`; an error names its block (see
+/// [`ReadError`]) and the stream goes on after it. Dropping the stream at any
+/// point releases every pin it holds; reads in flight finish on their own.
+///
+/// ```
+/// use futures::{executor::block_on, StreamExt};
+/// use pagestream::{source, testing::MemEngine, BufferPool, ReadStream};
+///
+/// let pool = BufferPool::new(64, 8192)?;
+/// let engine = MemEngine::new();
+/// let file = engine.create_stamped(100, 8192);
+/// let mut stream = ReadStream::builder(&pool, engine, file).build(source::forward(0..100))?;
+/// block_on(async {
+///     let mut n = 0;
+///     while let Some(page) = stream.next().await {
+///         let page = page?;
+///         assert_eq!(page.block(), n);
+///         n += 1;
+///     }
+///     assert_eq!(n, 100);
+///     Ok::<_, std::io::Error>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ReadStream<E: IoEngine, S: BlockSource> {
+    shared: Arc<StreamShared>,
+    engine: E,
+    file: E::File,
+    file_id: u64,
+    file_len: u64,
+    nblocks: u64,
+    source: S,
+    ring: Option<Ring>,
+    /// Look-ahead pins this stream last added to the pool's `reserved`.
+    reserved: usize,
+    planner: Planner<S::Data>,
+    /// When the consumer started waiting, while it waits.
+    wait_started: Option<Instant>,
+    done_scratch: Vec<Done>,
+}
+
+// Nothing in a ReadStream relies on its address staying put.
+impl<E: IoEngine, S: BlockSource> Unpin for ReadStream<E, S> {}
+
+impl<E: IoEngine, S: BlockSource> fmt::Debug for ReadStream<E, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadStream")
+            .field("engine", &self.engine.name())
+            .field("file_len", &self.file_len)
+            .field("distance", &self.planner.distance())
+            .field("pinned", &self.planner.pinned())
+            .field("ios_in_progress", &self.planner.ios_in_progress())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: IoEngine> ReadStream<E, crate::source::Forward> {
+    /// Starts building a stream of `file`'s pages through `engine` into
+    /// `pool`; finish with [`StreamBuilder::build`].
+    pub fn builder(pool: &BufferPool, engine: E, file: E::File) -> StreamBuilder<E> {
+        StreamBuilder {
+            pool: pool.clone(),
+            engine,
+            file,
+            max_ios: 16,
+            combine: 16,
+            ring: None,
+            advice: AdvicePolicy::Auto,
+            backward_combining: true,
+            fast_path: true,
+            full: false,
+        }
+    }
+}
+
+/// The planner's view of the world, borrowed from the stream's fields.
+struct StreamEnv<'a, E: IoEngine, S> {
+    shared: &'a Arc<StreamShared>,
+    engine: &'a E,
+    file: &'a E::File,
+    file_id: u64,
+    file_len: u64,
+    nblocks: u64,
+    source: &'a mut S,
+    ring: &'a mut Option<Ring>,
+    reserved: &'a mut usize,
+}
+
+impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
+    #[inline]
+    fn next_block(&mut self) -> Option<(BlockNumber, S::Data)> {
+        self.source.next_block()
+    }
+
+    #[inline]
+    fn check_block(&self, block: BlockNumber) -> Result<(), ReadError> {
+        if block < self.nblocks {
+            Ok(())
+        } else {
+            let block_size = self.shared.pool.block_size;
+            Err(ReadError::PastEnd {
+                block,
+                file_len: self.file_len,
+                file_blocks: self.nblocks,
+                block_size,
+            })
+        }
+    }
+
+    #[inline]
+    fn lookup(&mut self, block: BlockNumber) -> Result<Lookup, ()> {
+        self.shared
+            .pool
+            .lookup(self.file_id, block, self.ring.as_mut())
+            .map_err(|_| ())
+    }
+
+    fn frame_status(&self, frame: u32) -> Status {
+        self.shared.pool.status(frame)
+    }
+
+    fn claim_io(&mut self, frame: u32) -> Lookup {
+        self.shared.pool.classify_pinned(frame)
+    }
+
+    fn unpin(&mut self, frame: u32) {
+        self.shared.pool.unpin(frame);
+    }
+
+    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Box<[u32]>, descending: bool) {
+        let req = ReadRequest::new(Arc::clone(self.shared), slot, first, frames, descending);
+        self.engine.start_read(self.file, req);
+    }
+
+    fn advise(&mut self, first: BlockNumber, n: usize) {
+        self.engine.advise(self.file, first, n);
+    }
+
+    fn frames_available(&mut self, held: usize) -> usize {
+        let pool = &self.shared.pool;
+        // Publish what we hold when it moved by a quarter or more, so the
+        // shared counter is touched per read, not per page.
+        let old = *self.reserved;
+        if held.abs_diff(old) * 4 >= old.max(4) {
+            if held > old {
+                pool.reserved.fetch_add(held - old, Ordering::Relaxed);
+            } else {
+                pool.reserved.fetch_sub(old - held, Ordering::Relaxed);
+            }
+            *self.reserved = held;
+        }
+        pool.available_for(*self.reserved)
+    }
+}
+
+impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
+    fn split(&mut self) -> (&mut Planner<S::Data>, StreamEnv<'_, E, S>) {
+        (
+            &mut self.planner,
+            StreamEnv {
+                shared: &self.shared,
+                engine: &self.engine,
+                file: &self.file,
+                file_id: self.file_id,
+                file_len: self.file_len,
+                nblocks: self.nblocks,
+                source: &mut self.source,
+                ring: &mut self.ring,
+                reserved: &mut self.reserved,
+            },
+        )
+    }
+
+    /// This stream's counters so far.
+    pub fn stats(&self) -> StreamStats {
+        self.planner.stats.clone()
+    }
+
+    /// The current look-ahead distance.
+    pub fn distance(&self) -> usize {
+        self.planner.distance()
+    }
+
+    /// This stream's reads in flight right now.
+    pub fn reads_in_flight(&self) -> usize {
+        self.planner.ios_in_progress()
+    }
+
+    /// The file's length in bytes, as asked when the stream was built.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    /// Drops all look-ahead (releasing its pins) and continues from
+    /// `source`, with the distance back at its start. Reads in flight finish
+    /// on their own and their pages stay in the pool.
+    pub fn reset(&mut self, source: S) {
+        let (planner, mut env) = self.split();
+        planner.reset(&mut env);
+        self.source = source;
+    }
+
+    /// Releases all look-ahead and waits until every read this stream
+    /// started has finished, then returns its stats. Dropping the stream
+    /// instead does not wait (its reads still finish on their own).
+    pub async fn close(mut self) -> StreamStats {
+        {
+            let (planner, mut env) = self.split();
+            planner.reset(&mut env);
+        }
+        futures::future::poll_fn(|cx| {
+            self.drain_done();
+            if self.planner.ios_in_progress() == 0 {
+                return Poll::Ready(());
+            }
+            self.shared.waker.register(cx.waker());
+            self.drain_done();
+            if self.planner.ios_in_progress() == 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+        self.stats()
+    }
+
+    /// Hands finished reads to the planner; returns whether there were any.
+    fn drain_done(&mut self) -> bool {
+        let mut done = std::mem::take(&mut self.done_scratch);
+        self.shared.take_done(&mut done);
+        let any = !done.is_empty();
+        for (slot, result) in done.drain(..) {
+            self.planner.read_done(slot, result);
+        }
+        self.done_scratch = done;
+        any
+    }
+
+    fn hand_out(&mut self, e: Entry<S::Data>) -> io::Result<PageGuard<S::Data>> {
+        if let Some(t) = self.wait_started.take() {
+            let st = &mut self.planner.stats;
+            st.waits += 1;
+            st.wait_time += t.elapsed();
+        }
+        match e.slot {
+            Slot::Ready => Ok(PageGuard::new(
+                Arc::clone(&self.shared),
+                e.frame,
+                e.block,
+                e.data,
+            )),
+            Slot::Failed(err) => {
+                if e.frame != NO_FRAME {
+                    self.shared.pool.unpin(e.frame);
+                }
+                Err(err)
+            }
+            _ => unreachable!("hand_out of an entry that is not ready"),
+        }
+    }
+}
+
+impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
+    type Item = io::Result<PageGuard<S::Data>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if this.drain_done() {
+                let (planner, mut env) = this.split();
+                planner.look_ahead(&mut env);
+            }
+            let (planner, mut env) = this.split();
+            if planner.in_fast_path() {
+                let e = planner.fast_pop(&mut env);
+                return Poll::Ready(Some(this.hand_out(e)));
+            }
+            match planner.prepare_head(&mut env) {
+                Head::End => return Poll::Ready(None),
+                Head::Exhausted => {
+                    let frames = this.shared.pool.nframes;
+                    return Poll::Ready(Some(Err(ReadError::PoolExhausted { frames }.into())));
+                }
+                Head::Ready => {
+                    let e = planner.pop(&mut env);
+                    return Poll::Ready(Some(this.hand_out(e)));
+                }
+                Head::WaitRead => {
+                    this.shared.waker.register(cx.waker());
+                    if this.shared.has_done.load(Ordering::Acquire) != 0 {
+                        continue;
+                    }
+                }
+                Head::WaitFrame(f) => {
+                    if !this.shared.pool.wait_io(f, cx.waker()) {
+                        continue;
+                    }
+                    // Our own reads may finish first and free a slot.
+                    this.shared.waker.register(cx.waker());
+                }
+            }
+            if this.wait_started.is_none() {
+                this.wait_started = Some(Instant::now());
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {
+    fn drop(&mut self) {
+        let (planner, mut env) = self.split();
+        planner.reset(&mut env);
+        let pool = &self.shared.pool;
+        pool.reserved.fetch_sub(self.reserved, Ordering::Relaxed);
+        pool.streams.fetch_sub(1, Ordering::Relaxed);
+        lock(&pool.totals).merge(&self.planner.stats);
+    }
+}

@@ -1,0 +1,42 @@
+//! The one place core names its synchronisation primitives.
+//!
+//! Everything else imports from here, so `RUSTFLAGS="--cfg loom"` swaps in
+//! [loom](https://docs.rs/loom)'s model-checked versions without forking the
+//! code (tokio's `loom` indirection). Only the frame-state protocol and the
+//! waiter hand-off are modelled; see `tests/loom_frame.rs`.
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// Lock a mutex, ignoring poisoning: every critical section in core leaves
+/// its data consistent before anything that could panic, so a poisoned lock
+/// still guards valid state.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Read-lock an `RwLock`, ignoring poisoning (see [`lock`]).
+pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    match l.read() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Write-lock an `RwLock`, ignoring poisoning (see [`lock`]).
+pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    match l.write() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
