@@ -1,0 +1,1 @@
+//! Thread-pool engine (work in progress).
