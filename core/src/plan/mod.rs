@@ -84,6 +84,8 @@
 //! reported in their place without I/O.
 
 mod entry;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use entry::{Entry, Slot, NO_FRAME};
 
@@ -288,6 +290,11 @@ impl<D> Planner<D> {
     /// Whether `b` continues the pending run.
     fn extends(&self, b: BlockNumber) -> bool {
         if self.pending_n == 0 {
+            return false;
+        }
+        // Planted bug: never grow a read past three blocks.
+        #[cfg(pagestream_mutant = "drop_combine")]
+        if self.pending_n == 3 {
             return false;
         }
         let last = match self.queue.back() {
@@ -595,6 +602,15 @@ impl<D> Planner<D> {
     /// Takes the ready head entry. Moves the distance (PostgreSQL 18 rule)
     /// and looks ahead again.
     pub(crate) fn pop(&mut self, env: &mut impl Env<D>) -> Entry<D> {
+        // Planted bug for the property tests (see plan/tests.rs): hand two
+        // ready pages out of order now and then.
+        #[cfg(pagestream_mutant = "swap")]
+        if self.queue.len() >= 2
+            && matches!(self.queue[1].slot, Slot::Ready)
+            && self.head_seq % 7 == 3
+        {
+            self.queue.swap(0, 1);
+        }
         let e = self.queue.pop_front().expect("pop of an empty queue");
         self.head_seq += 1;
         if e.holds_pin() {
@@ -719,6 +735,11 @@ impl<D> Planner<D> {
     /// end of the source. Reads in flight finish on their own; their slots
     /// stay taken until they report.
     pub(crate) fn reset(&mut self, env: &mut impl Env<D>) {
+        // Planted bug: leak the first pin.
+        #[cfg(pagestream_mutant = "leak_pin")]
+        if let Some(e) = self.queue.iter_mut().find(|e| e.frame != NO_FRAME) {
+            e.frame = NO_FRAME;
+        }
         for e in self.queue.drain(..) {
             if e.frame != NO_FRAME {
                 env.unpin(e.frame);

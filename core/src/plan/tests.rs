@@ -1,0 +1,498 @@
+//! Property tests of the planner against a naive model.
+//!
+//! Oracle: the naive reader — read each block the source names, in order,
+//! one at a time, no look-ahead: the output is the source sequence itself,
+//! each block once, with blocks past the end of the file as errors in place.
+//! The planner runs against `Sim`, a simulated pool and engine that records
+//! every pin and read, completes reads in a random order, and checks each
+//! read it is asked to start.
+//!
+//! Properties: order and exactly-once (with per-block data), `max_ios` and
+//! `io_combine_limit` never exceeded, look-ahead pins never above the pin
+//! budget, every pin released (after the end, after `reset`), every read a
+//! run of consecutive blocks that were consecutive in the source (ascending,
+//! or descending when flagged so), and — in the steady state (cold, budget
+//! not binding, full-sized from the start) — a maximal run of `n` blocks,
+//! forward or backward, read in ⌈n / io_combine_limit⌉ reads.
+//!
+//! Not modelled here: short reads (they live in `ReadRequest` and are
+//! covered by `tests/prop_stream_oracle.rs` through the real stream), real
+//! concurrency (the conformance suite with the latency wrapper, loom).
+//!
+//! Mutants: build with `RUSTFLAGS='--cfg pagestream_mutant="swap"'` (or
+//! `"drop_combine"`, `"leak_pin"`) to plant a bug in the planner; these
+//! tests must then fail.
+
+use super::*;
+use crate::pool::{Lookup, Status};
+use proptest::prelude::*;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum St {
+    Empty,
+    Io,
+    Valid,
+}
+
+struct SimRead {
+    slot: u32,
+    frames: Vec<u32>,
+}
+
+struct Sim {
+    source: std::vec::IntoIter<(u64, usize)>,
+    nblocks: u64,
+    /// frame → (block, status, pins)
+    frames: Vec<(u64, St, usize)>,
+    map: HashMap<u64, u32>,
+    max_frames: usize,
+    avail: usize,
+    in_flight: Vec<SimRead>,
+    max_in_flight: usize,
+    combine: usize,
+    /// Every read started: (first block, nblocks, descending).
+    reads: Vec<(u64, usize, bool)>,
+    /// Positions in the source of each block occurrence not yet started,
+    /// to check reads follow source adjacency.
+    source_blocks: Vec<u64>,
+    violations: Vec<String>,
+}
+
+impl Sim {
+    fn new(seq: &[u64], nblocks: u64, cached: &[u64], max_frames: usize, combine: usize) -> Self {
+        let mut s = Sim {
+            source: seq
+                .iter()
+                .copied()
+                .enumerate()
+                .map(|(i, b)| (b, i))
+                .collect::<Vec<_>>()
+                .into_iter(),
+            nblocks,
+            frames: Vec::new(),
+            map: HashMap::new(),
+            max_frames,
+            avail: usize::MAX / 4,
+            in_flight: Vec::new(),
+            max_in_flight: 0,
+            combine,
+            reads: Vec::new(),
+            source_blocks: seq.to_vec(),
+            violations: Vec::new(),
+        };
+        for &b in cached {
+            if b < nblocks && !s.map.contains_key(&b) {
+                s.map.insert(b, s.frames.len() as u32);
+                s.frames.push((b, St::Valid, 0));
+            }
+        }
+        s
+    }
+
+    fn pins(&self) -> usize {
+        self.frames.iter().map(|f| f.2).sum()
+    }
+
+    fn complete(&mut self, i: usize, ok: bool) -> (u32, Result<bool, io::Error>) {
+        let r = self.in_flight.remove(i);
+        for &f in &r.frames {
+            self.frames[f as usize].1 = if ok { St::Valid } else { St::Empty };
+        }
+        (
+            r.slot,
+            if ok {
+                Ok(false)
+            } else {
+                Err(io::Error::other("sim EIO"))
+            },
+        )
+    }
+}
+
+impl Env<usize> for Sim {
+    fn next_block(&mut self) -> Option<(u64, usize)> {
+        self.source.next()
+    }
+    fn check_block(&self, block: u64) -> Result<(), ReadError> {
+        if block < self.nblocks {
+            Ok(())
+        } else {
+            Err(ReadError::PastEnd {
+                block,
+                file_len: self.nblocks * 8192,
+                file_blocks: self.nblocks,
+                block_size: 8192,
+            })
+        }
+    }
+    fn lookup(&mut self, block: u64) -> Result<Lookup, ()> {
+        if let Some(&f) = self.map.get(&block) {
+            self.frames[f as usize].2 += 1;
+            return Ok(self.claim_io(f));
+        }
+        // Reuse an unpinned, non-IO frame, or grow up to max_frames.
+        let f = if self.frames.len() < self.max_frames {
+            self.frames.push((block, St::Empty, 0));
+            (self.frames.len() - 1) as u32
+        } else if let Some(f) = self
+            .frames
+            .iter()
+            .position(|fr| fr.2 == 0 && fr.1 != St::Io)
+        {
+            let old = self.frames[f].0;
+            self.map.remove(&old);
+            f as u32
+        } else {
+            return Err(());
+        };
+        self.frames[f as usize] = (block, St::Io, 1);
+        self.map.insert(block, f);
+        Ok(Lookup::Read(f))
+    }
+    fn frame_status(&self, frame: u32) -> Status {
+        match self.frames[frame as usize].1 {
+            St::Empty => Status::Empty,
+            St::Io => Status::Io,
+            St::Valid => Status::Valid,
+        }
+    }
+    fn claim_io(&mut self, f: u32) -> Lookup {
+        let fr = &mut self.frames[f as usize];
+        match fr.1 {
+            St::Valid => Lookup::Hit(f),
+            St::Io => Lookup::Busy(f),
+            St::Empty => {
+                fr.1 = St::Io;
+                Lookup::Read(f)
+            }
+        }
+    }
+    fn unpin(&mut self, frame: u32) {
+        let fr = &mut self.frames[frame as usize];
+        assert!(fr.2 > 0, "unpin of unpinned frame");
+        fr.2 -= 1;
+    }
+    fn start_read(&mut self, slot: u32, first: u64, frames: Box<[u32]>, descending: bool) {
+        let n = frames.len();
+        if n > self.combine {
+            self.violations
+                .push(format!("read of {n} blocks > combine {}", self.combine));
+        }
+        for (i, &f) in frames.iter().enumerate() {
+            let (b, st, _) = self.frames[f as usize];
+            if b != first + i as u64 || st != St::Io {
+                self.violations.push(format!(
+                    "read frame {i} holds block {b} ({st:?}), want {} in IO",
+                    first + i as u64
+                ));
+            }
+        }
+        // The run must be consecutive in the source, in the flagged direction.
+        let run: Vec<u64> = if descending {
+            (first..first + n as u64).rev().collect()
+        } else {
+            (first..first + n as u64).collect()
+        };
+        if n > 1 && !self.source_blocks.windows(n).any(|w| w == run.as_slice()) {
+            self.violations
+                .push(format!("read {run:?} was never consecutive in the source"));
+        }
+        self.reads.push((first, n, descending));
+        self.in_flight.push(SimRead {
+            slot,
+            frames: frames.into_vec(),
+        });
+        self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
+    }
+    fn advise(&mut self, _first: u64, _n: usize) {}
+    fn frames_available(&mut self, _held: usize) -> usize {
+        self.avail
+    }
+}
+
+fn cfg(max_ios: usize, combine: usize, backward: bool, full: bool) -> PlanConfig {
+    PlanConfig {
+        max_ios: max_ios.max(1),
+        combine,
+        budget: (max_ios + 1) * combine,
+        advice: AdvicePolicy::Auto,
+        advice_possible: false,
+        kernel_readahead: true,
+        backward_combining: backward,
+        fast_path: true,
+        full,
+    }
+}
+
+/// What one run produced.
+struct Outcome {
+    out: Vec<(u64, usize, bool)>,
+    sim: Sim,
+    max_planner_pins: usize,
+    planner_pins_end: usize,
+}
+
+/// Drives the planner like the stream does, the consumer holding up to
+/// `hold` guards, completing reads in the order `rng` picks.
+fn drive(
+    seq: &[u64],
+    nblocks: u64,
+    cached: &[u64],
+    c: PlanConfig,
+    hold: usize,
+    seed: u64,
+    fail_every: u64,
+) -> Outcome {
+    let budget = c.budget;
+    let mut sim = Sim::new(seq, nblocks, cached, 10_000, c.combine);
+    let mut p: Planner<usize> = Planner::new(c);
+    let mut rng = crate::testing::SplitMix::new(seed);
+    let mut held: std::collections::VecDeque<u32> = Default::default();
+    let mut out = Vec::new();
+    let mut max_planner_pins = 0;
+    let mut steps = 0;
+    loop {
+        steps += 1;
+        assert!(steps < 1_000_000, "planner does not terminate");
+        // Sometimes finish a random read early.
+        if !sim.in_flight.is_empty() && rng.below(3) == 0 {
+            let i = rng.below(sim.in_flight.len() as u64) as usize;
+            let ok = fail_every == 0 || rng.below(fail_every) != 0;
+            let (slot, r) = sim.complete(i, ok);
+            p.read_done(slot, r);
+            p.look_ahead(&mut sim);
+        }
+        let head = if p.in_fast_path() {
+            Head::Ready
+        } else {
+            p.prepare_head(&mut sim)
+        };
+        match head {
+            Head::End => break,
+            Head::Ready => {
+                let e = if p.in_fast_path() {
+                    p.fast_pop(&mut sim)
+                } else {
+                    p.pop(&mut sim)
+                };
+                let ok = !matches!(e.slot, Slot::Failed(_));
+                if e.frame != NO_FRAME {
+                    if ok {
+                        let (b, st, _) = sim.frames[e.frame as usize];
+                        assert_eq!(
+                            (b, st),
+                            (e.block, St::Valid),
+                            "handed out a frame that is not the valid block"
+                        );
+                    }
+                    held.push_back(e.frame);
+                    if held.len() > hold {
+                        let f = held.pop_front().unwrap();
+                        sim.unpin(f);
+                    }
+                }
+                out.push((e.block, e.data, ok));
+            }
+            Head::WaitRead | Head::WaitFrame(_) => {
+                assert!(
+                    !sim.in_flight.is_empty(),
+                    "waits with nothing in flight: hang"
+                );
+                let i = rng.below(sim.in_flight.len() as u64) as usize;
+                let ok = fail_every == 0 || rng.below(fail_every) != 0;
+                let (slot, r) = sim.complete(i, ok);
+                p.read_done(slot, r);
+                p.look_ahead(&mut sim);
+            }
+            Head::Exhausted => {
+                assert!(!held.is_empty(), "exhausted with nothing held");
+                while let Some(f) = held.pop_front() {
+                    sim.unpin(f);
+                }
+            }
+        }
+        let planner_pins = sim.pins() - held.len();
+        max_planner_pins = max_planner_pins.max(planner_pins);
+        assert!(
+            planner_pins <= budget.max(1),
+            "look-ahead pins {planner_pins} above budget {budget}"
+        );
+    }
+    while let Some(f) = held.pop_front() {
+        sim.unpin(f);
+    }
+    let planner_pins_end = sim.pins();
+    Outcome {
+        out,
+        sim,
+        max_planner_pins,
+        planner_pins_end,
+    }
+}
+
+fn oracle(seq: &[u64], nblocks: u64) -> Vec<(u64, usize, bool)> {
+    seq.iter()
+        .enumerate()
+        .map(|(i, &b)| (b, i, b < nblocks))
+        .collect()
+}
+
+/// Block sequences mixing ascending and descending runs, jumps, repeats
+/// and the odd block past the end.
+fn sequences() -> impl Strategy<Value = Vec<u64>> {
+    prop::collection::vec((0u64..70, 1usize..20, 0u8..4), 1..12).prop_map(|runs| {
+        let mut v = Vec::new();
+        for (start, len, kind) in runs {
+            for i in 0..len as u64 {
+                v.push(match kind {
+                    0 => start + i,
+                    1 => start.saturating_sub(i),
+                    2 => start,
+                    _ => (start * 7 + i * 13) % 70,
+                });
+            }
+        }
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn matches_naive_reader(
+        seq in sequences(),
+        cached in prop::collection::vec(0u64..70, 0..20),
+        max_ios in 0usize..6,
+        combine in 1usize..9,
+        backward in any::<bool>(),
+        full in any::<bool>(),
+        hold in 0usize..4,
+        seed in any::<u64>(),
+    ) {
+        let nblocks = 64; // some blocks of `sequences` are past the end
+        let o = drive(&seq, nblocks, &cached, cfg(max_ios, combine, backward, full), hold, seed, 0);
+        prop_assert_eq!(&o.out, &oracle(&seq, nblocks));
+        prop_assert!(o.sim.violations.is_empty(), "{:?}", o.sim.violations);
+        prop_assert!(o.sim.max_in_flight <= max_ios.max(1));
+        prop_assert!(o.max_planner_pins <= (max_ios + 1) * combine);
+        prop_assert_eq!(o.planner_pins_end, 0, "pins left behind");
+        if !backward {
+            prop_assert!(o.sim.reads.iter().all(|r| !r.2), "backward read with combining off");
+        }
+    }
+
+    #[test]
+    fn failed_reads_are_retried_alone(
+        seq in sequences(),
+        max_ios in 1usize..5,
+        combine in 1usize..9,
+        seed in any::<u64>(),
+    ) {
+        // One in three reads fails: a failed combined read is retried block
+        // by block; a failed single-block read is that block's error. Order
+        // and exactly-once still hold; every page handed out is valid.
+        let nblocks = 64;
+        let o = drive(&seq, nblocks, &[], cfg(max_ios, combine, true, false), 1, seed, 3);
+        prop_assert_eq!(o.out.len(), seq.len());
+        for (i, (b, d, _)) in o.out.iter().enumerate() {
+            prop_assert_eq!((*b, *d), (seq[i], i));
+        }
+        prop_assert_eq!(o.planner_pins_end, 0);
+        prop_assert!(o.sim.violations.is_empty(), "{:?}", o.sim.violations);
+    }
+
+    #[test]
+    fn steady_state_runs_take_ceil_n_over_combine_reads(
+        n in 1u64..200,
+        combine in 1usize..33,
+        backward in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let seq: Vec<u64> = if backward { (0..n).rev().collect() } else { (0..n).collect() };
+        let o = drive(&seq, n, &[], cfg(16, combine, true, true), 0, seed, 0);
+        prop_assert_eq!(o.out, oracle(&seq, n));
+        let want = n.div_ceil(combine as u64) as usize;
+        prop_assert_eq!(o.sim.reads.len(), want, "reads: {:?}", o.sim.reads);
+        if backward && n > 1 {
+            prop_assert!(o.sim.reads.iter().filter(|r| r.1 > 1).all(|r| r.2));
+        }
+    }
+
+    #[test]
+    fn reset_releases_everything(
+        seq in sequences(),
+        cut in 0usize..40,
+        max_ios in 0usize..6,
+        combine in 1usize..9,
+        seed in any::<u64>(),
+    ) {
+        let nblocks = 64;
+        let mut sim = Sim::new(&seq, nblocks, &[], 10_000, combine);
+        let mut p: Planner<usize> = Planner::new(cfg(max_ios, combine, true, false));
+        let mut rng = crate::testing::SplitMix::new(seed);
+        let mut taken = 0;
+        while taken < cut {
+            match p.prepare_head(&mut sim) {
+                Head::Ready => {
+                    let e = p.pop(&mut sim);
+                    if e.frame != NO_FRAME { sim.unpin(e.frame); }
+                    taken += 1;
+                }
+                Head::WaitRead | Head::WaitFrame(_) => {
+                    let i = rng.below(sim.in_flight.len() as u64) as usize;
+                    let (slot, r) = sim.complete(i, true);
+                    p.read_done(slot, r);
+                }
+                Head::End | Head::Exhausted => break,
+            }
+        }
+        p.reset(&mut sim);
+        prop_assert_eq!(p.pinned(), 0);
+        prop_assert_eq!(sim.pins(), 0, "reset left pins");
+        // Orphaned reads still report; their slots come back.
+        while !sim.in_flight.is_empty() {
+            let (slot, r) = sim.complete(0, true);
+            p.read_done(slot, r);
+        }
+        prop_assert_eq!(p.ios_in_progress(), 0);
+    }
+}
+
+#[test]
+fn hot_scan_takes_the_fast_path() {
+    let seq: Vec<u64> = (0..100).collect();
+    let o = drive(&seq, 100, &seq, cfg(16, 16, true, false), 0, 1, 0);
+    assert_eq!(o.out, oracle(&seq, 100));
+    assert!(o.sim.reads.is_empty());
+}
+
+#[test]
+fn distance_ramps_by_doubling() {
+    // Cold forward scan, reads finishing only when waited for: the
+    // distance doubles per read consumed, up to the pin budget.
+    let seq: Vec<u64> = (0..2000).collect();
+    let mut sim = Sim::new(&seq, 2000, &[], 10_000, 16);
+    let mut p: Planner<usize> = Planner::new(cfg(8, 16, true, false));
+    let mut seen = Vec::new();
+    loop {
+        match p.prepare_head(&mut sim) {
+            Head::Ready => {
+                let e = p.pop(&mut sim);
+                sim.unpin(e.frame);
+                if seen.last() != Some(&p.distance()) {
+                    seen.push(p.distance());
+                }
+            }
+            Head::WaitRead | Head::WaitFrame(_) => {
+                let (slot, r) = sim.complete(0, true);
+                p.read_done(slot, r);
+            }
+            Head::End => break,
+            Head::Exhausted => unreachable!(),
+        }
+    }
+    assert_eq!(&seen[..5], &[2, 4, 8, 16, 32], "ramp: {seen:?}");
+    assert_eq!(p.stats.max_distance, 9 * 16, "capped at the pin budget");
+}

@@ -1,0 +1,176 @@
+//! Property test of the whole stream — planner, pool, requests — against
+//! the naive reader.
+//!
+//! Oracle: read each block the source names, in order, no look-ahead: the
+//! output is the source sequence, each block once, holding its stamp; blocks
+//! past the end are errors in place.
+//!
+//! The engine here is `Manual`: it only queues requests. The test polls the
+//! stream with a no-op waker and, whenever it is pending, completes one
+//! queued request chosen at random — so completions arrive in random order —
+//! with a random short count now and then (the remainder goes back into the
+//! queue, as an engine must issue it). Several streams may share the pool.
+//!
+//! Not modelled: real threads (see the conformance suite with the latency
+//! wrapper), cancellation (conformance `stalled_read_cancelled`).
+
+use futures::task::noop_waker;
+use futures::Stream;
+use pagestream::testing::{stamp, MemEngine, MemFile, SplitMix};
+use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadRequest, ReadStream};
+use proptest::prelude::*;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+type Queue = Arc<Mutex<Vec<(MemFile, ReadRequest)>>>;
+
+#[derive(Clone)]
+struct Manual(Queue);
+
+impl IoEngine for Manual {
+    type File = MemFile;
+    fn start_read(&self, file: &MemFile, req: ReadRequest) {
+        self.0.lock().unwrap().push((file.clone(), req));
+    }
+    fn name(&self) -> &'static str {
+        "manual"
+    }
+}
+
+/// Completes one queued request at random, maybe short.
+fn pump(q: &Queue, rng: &mut SplitMix, short_per_mille: u64) -> bool {
+    let mut g = q.lock().unwrap();
+    if g.is_empty() {
+        return false;
+    }
+    let i = rng.below(g.len() as u64) as usize;
+    let (file, mut req) = g.swap_remove(i);
+    drop(g);
+    let data = file.bytes();
+    let off = req.offset() as usize;
+    let end = (off + req.len_bytes()).min(data.len());
+    let mut n = end.saturating_sub(off);
+    if n > 1 && rng.below(1000) < short_per_mille {
+        n = 1 + rng.below(n as u64 - 1) as usize;
+    }
+    let copied = req.copy_from(&data[off..off + n]);
+    if let Some(rest) = req.complete(Ok(copied)) {
+        q.lock().unwrap().push((file, rest));
+    }
+    true
+}
+
+fn sequences() -> impl Strategy<Value = Vec<u64>> {
+    prop::collection::vec((0u64..80, 1usize..24, 0u8..4), 1..10).prop_map(|runs| {
+        let mut v = Vec::new();
+        for (start, len, kind) in runs {
+            for i in 0..len as u64 {
+                v.push(match kind {
+                    0 => start + i,
+                    1 => start.saturating_sub(i),
+                    2 => start,
+                    _ => (start * 11 + i * 17) % 80,
+                });
+            }
+        }
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    #[test]
+    fn streams_match_naive_reader(
+        seqs in prop::collection::vec(sequences(), 1..4),
+        frames in 16usize..200,
+        max_ios in 0usize..6,
+        combine in 1usize..17,
+        short in 0u64..600,
+        seed in any::<u64>(),
+    ) {
+        let nblocks = 72;
+        let mem = MemEngine::new();
+        let file = mem.create_stamped(nblocks, 8192);
+        let seed_file = file.seed();
+        let pool = BufferPool::new(frames, 8192).unwrap();
+        let q: Queue = Arc::default();
+        let mut streams: Vec<_> = seqs
+            .iter()
+            .map(|s| {
+                ReadStream::builder(&pool, Manual(q.clone()), file.clone())
+                    .max_ios(max_ios)
+                    .io_combine_limit(combine)
+                    .build(source::iter(s.clone()))
+                    .unwrap()
+            })
+            .collect();
+        let mut pos = vec![0usize; streams.len()];
+        let mut done = vec![false; streams.len()];
+        let mut rng = SplitMix::new(seed);
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut idle = 0;
+        while done.iter().any(|d| !d) {
+            let mut progressed = false;
+            for (k, s) in streams.iter_mut().enumerate() {
+                if done[k] {
+                    continue;
+                }
+                match Pin::new(&mut *s).poll_next(&mut cx) {
+                    Poll::Ready(None) => {
+                        prop_assert_eq!(pos[k], seqs[k].len(), "stream {} ended early", k);
+                        done[k] = true;
+                        progressed = true;
+                    }
+                    Poll::Ready(Some(item)) => {
+                        let want = seqs[k][pos[k]];
+                        match item {
+                            Ok(page) => {
+                                prop_assert_eq!(page.block(), want);
+                                prop_assert!(stamp::check(seed_file, want, &page), "block {} bytes", want);
+                            }
+                            Err(e) => {
+                                // Past the end, or the pool is exhausted by
+                                // the other streams' look-ahead (a retry
+                                // then gets the same block).
+                                let kind = pagestream::ReadError::from_io(&e);
+                                match kind {
+                                    Some(pagestream::ReadError::PastEnd { block, .. }) => {
+                                        prop_assert!(want >= nblocks);
+                                        prop_assert_eq!(*block, want);
+                                    }
+                                    Some(pagestream::ReadError::PoolExhausted { .. }) => {
+                                        progressed = true;
+                                        continue; // same block next time
+                                    }
+                                    other => prop_assert!(false, "unexpected error {:?}", other),
+                                }
+                            }
+                        }
+                        pos[k] += 1;
+                        progressed = true;
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            if pump(&q, &mut rng, short) {
+                progressed = true;
+            }
+            idle = if progressed { 0 } else { idle + 1 };
+            prop_assert!(idle < 3, "no stream can progress and nothing is in flight: hang");
+        }
+        for s in &streams {
+            let st = s.stats();
+            prop_assert!(st.max_in_flight <= max_ios.max(1) as u64);
+            prop_assert!(st.max_blocks_per_read <= combine as u64);
+        }
+        drop(streams);
+        while pump(&q, &mut rng, 0) {}
+        let ps = pool.stats();
+        prop_assert_eq!(ps.pinned, 0, "pins left: {}", ps);
+        prop_assert_eq!(ps.reading, 0);
+        let _ = file.id();
+    }
+}
