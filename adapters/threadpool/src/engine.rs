@@ -1,0 +1,438 @@
+//! [`ThreadPoolEngine`]: blocking `preadv` on dedicated I/O threads, with an
+//! inline `RWF_NOWAIT` attempt first so page-cache hits pay no thread hop.
+
+use crate::file::{FileInner, ThreadPoolFile};
+use crate::sys;
+use pagestream::{BlockNumber, IoEngine, ReadRequest};
+use std::collections::VecDeque;
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+/// Default number of I/O threads: enough for a stream's default `max_ios`
+/// (16) reads to block at once.
+pub const DEFAULT_THREADS: usize = 16;
+
+/// Stack size of an I/O thread (it only runs `preadv` and completion).
+const THREAD_STACK: usize = 256 * 1024;
+
+/// Builds a [`ThreadPoolEngine`]; see [`ThreadPoolEngine::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ThreadPoolBuilder {
+    threads: usize,
+    nowait: bool,
+    name: String,
+}
+
+impl ThreadPoolBuilder {
+    /// Most I/O threads (at least 1; default [`DEFAULT_THREADS`]). Threads
+    /// are started on demand, when more reads wait than threads are idle.
+    /// Reads that block beyond this count queue.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Try each buffered read inline with `preadv2(RWF_NOWAIT)` first, so a
+    /// page-cache hit completes on the calling thread (default on). Turned
+    /// off by itself if the kernel does not support it.
+    pub fn nowait(mut self, on: bool) -> Self {
+        self.nowait = on;
+        self
+    }
+
+    /// Name prefix of the I/O threads (default `"pagestream-io"`).
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Builds the engine. No thread starts before the first blocking read.
+    pub fn build(self) -> ThreadPoolEngine {
+        ThreadPoolEngine {
+            handle: Arc::new(Handle {
+                shared: Arc::new(Shared {
+                    state: Mutex::new(State {
+                        jobs: VecDeque::new(),
+                        idle: 0,
+                        threads: 0,
+                        shutdown: false,
+                    }),
+                    cond: Condvar::new(),
+                    max_threads: self.threads,
+                    name: self.name,
+                    nowait: AtomicBool::new(self.nowait),
+                    counters: Counters::default(),
+                }),
+            }),
+        }
+    }
+}
+
+/// An [`IoEngine`] that reads with blocking `preadv` on a pool of dedicated
+/// I/O threads, so it works under any executor. Cheap to clone (an `Arc`
+/// inside); clones share the threads. The threads exit once every clone is
+/// dropped and the reads queued to them are done.
+///
+/// On buffered files each read is first tried inline with
+/// `preadv2(RWF_NOWAIT)`: if the page cache holds all of it, it completes on
+/// the calling thread and is reported as served from cache; what the cache
+/// does not hold goes to the I/O threads.
+///
+/// ```no_run
+/// use futures::{executor::block_on, StreamExt};
+/// use pagestream::{source, BufferPool, ReadStream};
+/// use pagestream_threadpool::{ThreadPoolEngine, ThreadPoolFile};
+///
+/// let pool = BufferPool::new(1024, 8192)?;
+/// let engine = ThreadPoolEngine::new();
+/// let file = ThreadPoolFile::open("table.dat")?;
+/// let nblocks = file.as_file().metadata()?.len() / 8192;
+/// let mut stream = ReadStream::builder(&pool, engine, file).build(source::forward(0..nblocks))?;
+/// block_on(async {
+///     while let Some(page) = stream.next().await {
+///         let _first_byte = page?[0];
+///     }
+///     Ok::<_, std::io::Error>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct ThreadPoolEngine {
+    handle: Arc<Handle>,
+}
+
+/// Counters of what the engine did, for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineStats {
+    /// Reads completed whole by the inline `RWF_NOWAIT` attempt.
+    pub nowait_full: u64,
+    /// Inline attempts that read part of the request (the rest went to a thread).
+    pub nowait_partial: u64,
+    /// Inline attempts that would have blocked (`EAGAIN`).
+    pub nowait_would_block: u64,
+    /// Requests (or remainders) handed to the I/O threads.
+    pub queued: u64,
+    /// Blocking `preadv` calls made by the I/O threads.
+    pub thread_preads: u64,
+    /// I/O threads started.
+    pub threads_started: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    nowait_full: AtomicU64,
+    nowait_partial: AtomicU64,
+    nowait_would_block: AtomicU64,
+    queued: AtomicU64,
+    thread_preads: AtomicU64,
+    threads_started: AtomicU64,
+}
+
+/// Dropped when the last engine clone goes: tells the threads to exit.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    cond: Condvar,
+    max_threads: usize,
+    name: String,
+    nowait: AtomicBool,
+    counters: Counters,
+}
+
+struct State {
+    jobs: VecDeque<Job>,
+    /// Threads waiting on `cond`.
+    idle: usize,
+    /// Threads alive.
+    threads: usize,
+    shutdown: bool,
+}
+
+struct Job {
+    file: Arc<FileInner>,
+    req: ReadRequest,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic on an I/O thread cannot leave `State` inconsistent (every
+    // update is a single push, pop or counter change), so poisoning is moot.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        lock(&self.shared.state).shutdown = true;
+        self.shared.cond.notify_all();
+    }
+}
+
+impl fmt::Debug for ThreadPoolEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.handle.shared;
+        f.debug_struct("ThreadPoolEngine")
+            .field("max_threads", &s.max_threads)
+            .field("nowait", &s.nowait.load(Ordering::Relaxed))
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ThreadPoolEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ThreadPoolEngine {
+    /// An engine with [`DEFAULT_THREADS`] threads and `RWF_NOWAIT` on.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// Starts configuring an engine.
+    pub fn builder() -> ThreadPoolBuilder {
+        ThreadPoolBuilder {
+            threads: DEFAULT_THREADS,
+            nowait: true,
+            name: "pagestream-io".into(),
+        }
+    }
+
+    /// Whether inline `RWF_NOWAIT` attempts are on (they switch off by
+    /// themselves if the kernel rejects the flag).
+    pub fn nowait(&self) -> bool {
+        self.handle.shared.nowait.load(Ordering::Relaxed)
+    }
+
+    /// Most I/O threads.
+    pub fn max_threads(&self) -> usize {
+        self.handle.shared.max_threads
+    }
+
+    /// What the engine has done so far (all clones together).
+    pub fn stats(&self) -> EngineStats {
+        let c = &self.handle.shared.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineStats {
+            nowait_full: l(&c.nowait_full),
+            nowait_partial: l(&c.nowait_partial),
+            nowait_would_block: l(&c.nowait_would_block),
+            queued: l(&c.queued),
+            thread_preads: l(&c.thread_preads),
+            threads_started: l(&c.threads_started),
+        }
+    }
+}
+
+/// Reads as much of `req` as one `preadv2` gives, with `flags`.
+fn read_once(file: &FileInner, req: &mut ReadRequest, flags: libc::c_int) -> io::Result<usize> {
+    let offset = req.offset();
+    let len = req.len_bytes();
+    let bufs = req.raw_buffers();
+    if file.direct {
+        let a = file.align;
+        let bs = req.block_size();
+        if bs % a != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "block size {bs} is not a multiple of the {a}-byte alignment O_DIRECT \
+                     needs on this file; use a block size that is a multiple of {a}"
+                ),
+            ));
+        }
+        let misaligned = offset % a as u64 != 0
+            || len % a != 0
+            || bufs.iter().any(|&(p, l)| p as usize % a != 0 || l % a != 0);
+        if misaligned {
+            // Only a short read's remainder starts inside a block.
+            drop(bufs);
+            return read_bounced(file, req, flags);
+        }
+    }
+    let iov = sys::iovecs(&bufs);
+    // SAFETY: the iovecs cover exactly the request's destination buffers
+    // (`raw_buffers`), which stay valid and exclusively this request's until
+    // it is completed or dropped; `req` is borrowed mutably across the call,
+    // so neither happens before preadv2 returns.
+    unsafe { sys::preadv2(file.fd(), &iov, offset, flags) }
+}
+
+/// An O_DIRECT read whose remainder starts inside a block: reads the
+/// enclosing aligned range into an aligned bounce buffer and copies the
+/// requested bytes out.
+fn read_bounced(file: &FileInner, req: &mut ReadRequest, flags: libc::c_int) -> io::Result<usize> {
+    let a = file.align;
+    let offset = req.offset();
+    let len = req.len_bytes();
+    let head = (offset % a as u64) as usize;
+    let start = offset - head as u64;
+    let span = (head + len).div_ceil(a) * a;
+    let mut buf = vec![0u8; span + a];
+    let pad = buf.as_ptr().align_offset(a);
+    let aligned = &mut buf[pad..pad + span];
+    let iov = [libc::iovec {
+        iov_base: aligned.as_mut_ptr().cast(),
+        iov_len: span,
+    }];
+    // SAFETY: the iovec covers `aligned`, a live slice of `buf` that nothing
+    // else touches during the call.
+    let n = unsafe { sys::preadv2(file.fd(), &iov, start, flags) }?;
+    let useful = n.saturating_sub(head).min(len);
+    Ok(req.copy_from(&aligned[head..head + useful]))
+}
+
+/// Reads `req` to the end on this thread, blocking, issuing remainders.
+fn run(shared: &Shared, job: Job) {
+    let Job { file, mut req } = job;
+    loop {
+        shared
+            .counters
+            .thread_preads
+            .fetch_add(1, Ordering::Relaxed);
+        let r = match read_once(&file, &mut req, 0) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => r,
+        };
+        match req.complete(r) {
+            Some(rest) => req = rest,
+            None => return,
+        }
+    }
+}
+
+fn worker(shared: Arc<Shared>) {
+    let mut st = lock(&shared.state);
+    loop {
+        if let Some(job) = st.jobs.pop_front() {
+            drop(st);
+            run(&shared, job);
+            st = lock(&shared.state);
+            continue;
+        }
+        if st.shutdown {
+            st.threads -= 1;
+            return;
+        }
+        st.idle += 1;
+        st = shared.cond.wait(st).unwrap_or_else(PoisonError::into_inner);
+        st.idle -= 1;
+    }
+}
+
+impl Shared {
+    fn submit(self: &Arc<Self>, job: Job) {
+        self.counters.queued.fetch_add(1, Ordering::Relaxed);
+        let mut st = lock(&self.state);
+        st.jobs.push_back(job);
+        if st.jobs.len() > st.idle && st.threads < self.max_threads {
+            let shared = Arc::clone(self);
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-{}", self.name, st.threads))
+                .stack_size(THREAD_STACK)
+                .spawn(move || worker(shared));
+            match spawned {
+                Ok(_) => {
+                    st.threads += 1;
+                    self.counters
+                        .threads_started
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) if st.threads == 0 => {
+                    // No thread to hand the read to: do it here rather than
+                    // never. (Blocks the caller; only when threads cannot be
+                    // created at all.)
+                    let jobs: Vec<Job> = st.jobs.drain(..).collect();
+                    drop(st);
+                    for job in jobs {
+                        run(self, job);
+                    }
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        if st.idle > 0 {
+            self.cond.notify_one();
+        }
+    }
+}
+
+impl IoEngine for ThreadPoolEngine {
+    type File = ThreadPoolFile;
+
+    fn start_read(&self, file: &ThreadPoolFile, mut req: ReadRequest) {
+        let shared = &self.handle.shared;
+        let inner = &file.inner;
+        inner.note_block_size(req.block_size());
+        if !inner.direct && shared.nowait.load(Ordering::Relaxed) {
+            let c = &shared.counters;
+            match read_once(inner, &mut req, libc::RWF_NOWAIT) {
+                Ok(n) if n == req.len_bytes() => {
+                    c.nowait_full.fetch_add(1, Ordering::Relaxed);
+                    req.set_served_from_cache(true);
+                    match req.complete(Ok(n)) {
+                        None => return,
+                        Some(rest) => req = rest,
+                    }
+                }
+                // Zero bytes: end of file, or nothing cached at the offset;
+                // the blocking read tells which.
+                Ok(0) => {
+                    c.nowait_would_block.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(n) => {
+                    c.nowait_partial.fetch_add(1, Ordering::Relaxed);
+                    match req.complete(Ok(n)) {
+                        None => return,
+                        Some(rest) => req = rest,
+                    }
+                }
+                Err(e) => {
+                    match e.raw_os_error() {
+                        Some(libc::EAGAIN) => {
+                            c.nowait_would_block.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+                            shared.nowait.store(false, Ordering::Relaxed);
+                        }
+                        // Anything else: the blocking read reports it.
+                        _ => {}
+                    }
+                }
+            }
+        }
+        shared.submit(Job {
+            file: Arc::clone(inner),
+            req,
+        });
+    }
+
+    fn advice_useful(&self, file: &ThreadPoolFile) -> bool {
+        !file.inner.direct
+    }
+
+    fn advise(&self, file: &ThreadPoolFile, first: BlockNumber, nblocks: usize) {
+        let inner = &file.inner;
+        if inner.direct || nblocks == 0 {
+            return;
+        }
+        let bs = inner.block_size() as u64;
+        // Advice is only a hint: an error (or an overflowing range, which
+        // cannot name real blocks) is ignored.
+        if let (Some(off), Some(len)) = (first.checked_mul(bs), (nblocks as u64).checked_mul(bs)) {
+            let _ = sys::fadvise(inner.fd(), off, len, libc::POSIX_FADV_WILLNEED);
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "threadpool"
+    }
+}

@@ -1,0 +1,222 @@
+//! Engine-specific behaviour: O_DIRECT alignment errors, the RWF_NOWAIT
+//! inline path on warm files, the thread path on cold files, file options.
+
+mod common;
+
+use common::{evict, temp_path, write_stamped};
+use futures::executor::block_on;
+use futures::StreamExt;
+use pagestream::testing::stamp;
+use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream, StreamStats};
+use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use std::io::{self, Read};
+use std::path::PathBuf;
+
+const BS: usize = 8192;
+
+/// A stamped file that deletes itself.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn stamped(tag: &str, seed: u64, nblocks: u64) -> TempFile {
+        let p = temp_path(tag);
+        write_stamped(&p, seed, nblocks, BS);
+        TempFile(p)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Scans all of `file` forward, verifying every page; returns the stats.
+fn scan_verify(engine: &ThreadPoolEngine, file: ThreadPoolFile, seed: u64, n: u64) -> StreamStats {
+    let pool = BufferPool::new(1024, BS).unwrap();
+    let mut s = ReadStream::builder(&pool, engine.clone(), file)
+        .build(source::forward(0..n))
+        .unwrap();
+    block_on(async {
+        let mut next = 0;
+        while let Some(page) = s.next().await {
+            let page = page.expect("page");
+            assert_eq!(page.block(), next);
+            assert!(
+                stamp::check(seed, next, &page),
+                "block {next} has wrong bytes"
+            );
+            next += 1;
+        }
+        assert_eq!(next, n, "stream ended early");
+        s.close().await
+    })
+}
+
+#[test]
+fn misaligned_direct_block_size_is_a_clear_error() {
+    let f = TempFile::stamped("align", 1, 8);
+    for bad in [1000, 3 * 512, 0, 256] {
+        let e = ThreadPoolFile::open_direct(&f.0, bad).expect_err("bad block size accepted");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(&bad.to_string()), "{e}");
+    }
+    let ok = ThreadPoolFile::open_direct(&f.0, BS).expect("8 KiB O_DIRECT");
+    let align = ok.alignment();
+    assert!(align >= 512 && align.is_power_of_two(), "alignment {align}");
+    if align > 512 {
+        // A power of two below the file system's alignment.
+        let e = ThreadPoolFile::open_direct(&f.0, align / 2).expect_err("accepted");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains(&align.to_string()), "{e}");
+    }
+}
+
+#[test]
+fn direct_read_with_misaligned_block_size_fails_cleanly() {
+    // Opened without a block size, the check happens at the first read.
+    let f = TempFile::stamped("align-read", 2, 64);
+    let file = ThreadPoolFile::open_with(&f.0, OpenOptions::new().direct(true)).unwrap();
+    let align = file.alignment();
+    if align <= 512 {
+        eprintln!("O_DIRECT alignment is {align}: every pool block size is aligned; skipped");
+        return;
+    }
+    let pool = BufferPool::new(64, 512).unwrap();
+    let mut s = ReadStream::builder(&pool, ThreadPoolEngine::new(), file)
+        .build(source::forward(0..4))
+        .unwrap();
+    let first = block_on(s.next()).expect("an item");
+    let e = first.expect_err("misaligned O_DIRECT read succeeded");
+    assert!(e.to_string().contains("512"), "{e}");
+}
+
+#[test]
+fn nowait_serves_warm_files_inline() {
+    let n = 512;
+    let f = TempFile::stamped("warm", 3, n);
+    // Warm: read it all once.
+    let mut buf = Vec::new();
+    std::fs::File::open(&f.0)
+        .unwrap()
+        .read_to_end(&mut buf)
+        .unwrap();
+    assert_eq!(buf.len(), n as usize * BS);
+    let engine = ThreadPoolEngine::new();
+    let st = scan_verify(&engine, ThreadPoolFile::open(&f.0).unwrap(), 3, n);
+    let es = engine.stats();
+    assert!(es.nowait_full > 0, "no inline reads: {es:?}");
+    assert_eq!(es.thread_preads, 0, "warm reads went to threads: {es:?}");
+    assert_eq!(st.cached_reads, st.reads, "reads not marked cached: {st}");
+    assert_eq!(st.blocks_read, n, "{st}");
+}
+
+#[test]
+fn cold_reads_go_to_threads_and_are_correct() {
+    let n = 512;
+    let f = TempFile::stamped("cold", 4, n);
+    let file = ThreadPoolFile::open(&f.0).unwrap();
+    evict(file.as_file());
+    let engine = ThreadPoolEngine::new();
+    let st = scan_verify(&engine, file, 4, n);
+    let es = engine.stats();
+    assert!(
+        es.queued > 0 && es.thread_preads > 0,
+        "nothing blocked: {es:?}"
+    );
+    assert_eq!(st.blocks_read, n, "{st}");
+}
+
+#[test]
+fn nowait_off_reads_on_threads() {
+    let n = 256;
+    let f = TempFile::stamped("nowait-off", 5, n);
+    let engine = ThreadPoolEngine::builder().nowait(false).threads(2).build();
+    assert!(!engine.nowait());
+    let st = scan_verify(&engine, ThreadPoolFile::open(&f.0).unwrap(), 5, n);
+    let es = engine.stats();
+    assert_eq!(
+        es.nowait_full + es.nowait_partial + es.nowait_would_block,
+        0
+    );
+    assert!(es.thread_preads >= st.reads, "{es:?} {st}");
+    assert!(es.threads_started <= 2, "{es:?}");
+}
+
+#[test]
+fn direct_cold_scan_is_correct() {
+    let n = 512;
+    let f = TempFile::stamped("direct", 6, n);
+    let engine = ThreadPoolEngine::new();
+    let file = ThreadPoolFile::open_direct(&f.0, BS).unwrap();
+    assert!(!engine.advice_useful(&file));
+    let st = scan_verify(&engine, file, 6, n);
+    assert_eq!(
+        engine.stats().nowait_full,
+        0,
+        "O_DIRECT must not use RWF_NOWAIT"
+    );
+    assert_eq!(st.advice, 0, "advice under O_DIRECT: {st}");
+    assert_eq!(st.blocks_read, n, "{st}");
+}
+
+#[test]
+fn truncated_file_gives_eof_errors_not_panics() {
+    let n = 64;
+    let f = TempFile::stamped("trunc", 7, n);
+    let file = ThreadPoolFile::open(&f.0).unwrap();
+    let pool = BufferPool::new(256, BS).unwrap();
+    let mut s = ReadStream::builder(&pool, ThreadPoolEngine::new(), file)
+        .build(source::forward(0..n))
+        .unwrap();
+    // Shrink the file after the stream asked its length.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f.0)
+        .unwrap()
+        .set_len(10 * BS as u64)
+        .unwrap();
+    let (good, bad) = block_on(async {
+        let (mut good, mut bad) = (0, 0);
+        while let Some(item) = s.next().await {
+            match item {
+                Ok(page) => {
+                    assert!(page.block() < 10);
+                    assert!(stamp::check(7, page.block(), &page));
+                    good += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+                    bad += 1;
+                }
+            }
+        }
+        (good, bad)
+    });
+    assert_eq!((good, bad), (10, n - 10));
+}
+
+#[test]
+fn file_properties() {
+    let f = TempFile::stamped("props", 8, 16);
+    let a = ThreadPoolFile::open(&f.0).unwrap();
+    let b = ThreadPoolFile::open_with(&f.0, OpenOptions::new().advice(FileAdvice::Random)).unwrap();
+    let d = ThreadPoolFile::open_direct(&f.0, BS).unwrap();
+    assert_eq!(a.id(), b.id(), "same inode, same id");
+    assert_eq!(a.id(), d.id());
+    assert_eq!(a.byte_len().unwrap(), 16 * BS as u64);
+    assert!(a.kernel_readahead());
+    assert!(
+        !b.kernel_readahead(),
+        "POSIX_FADV_RANDOM turns read-ahead off"
+    );
+    assert!(!d.kernel_readahead(), "O_DIRECT has no read-ahead");
+    let engine = ThreadPoolEngine::new();
+    assert!(engine.advice_useful(&a) && engine.advice_useful(&b));
+    assert!(!engine.advice_useful(&d));
+    assert_eq!(engine.name(), "threadpool");
+    let other = TempFile::stamped("props2", 9, 1);
+    assert_ne!(ThreadPoolFile::open(&other.0).unwrap().id(), a.id());
+    let missing = ThreadPoolFile::open(temp_path("missing")).unwrap_err();
+    assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+}
