@@ -114,3 +114,8 @@ pub use pool::{BufferPool, PoolBuilder, RingSize};
 pub use source::BlockSource;
 pub use stats::{Limit, PoolStats, StreamStats};
 pub use stream::{ReadStream, StreamBuilder, MAX_IOS, MAX_IO_COMBINE_LIMIT};
+
+/// The README's example, compiled and run as a doc-test.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
