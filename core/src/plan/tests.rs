@@ -26,7 +26,7 @@
 use super::*;
 use crate::pool::{Lookup, Status};
 use proptest::prelude::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum St {
