@@ -1,0 +1,214 @@
+//! A small hand-rolled command-line parser: `--flag`, `--flag VALUE` and
+//! `--flag=VALUE`. Errors are [`UsageError`]s; [`UsageError::exit`] prints
+//! one and exits with code 2.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A bad command line: what was wrong, shown with the usage text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+impl UsageError {
+    /// Prints `program: error: …` and `usage` to stderr and exits with 2.
+    pub fn exit(&self, program: &str, usage: &str) -> ! {
+        eprintln!("{program}: error: {self}\n\n{usage}");
+        std::process::exit(2)
+    }
+}
+
+/// One command-line item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arg {
+    /// `--name` (with its value split off if given as `--name=value`).
+    Flag(String),
+    /// Anything not starting with `--`.
+    Positional(String),
+}
+
+/// Walks a command line; call [`Args::value`] after a flag that takes one.
+#[derive(Debug)]
+pub struct Args {
+    items: std::vec::IntoIter<String>,
+    /// The value of a `--flag=value` just returned.
+    inline: Option<String>,
+    /// The flag just returned (for messages).
+    current: String,
+}
+
+impl Args {
+    /// Over the process's arguments (without the program name).
+    pub fn from_env() -> Self {
+        Self::new(std::env::args().skip(1))
+    }
+
+    /// Over `items`.
+    pub fn new(items: impl IntoIterator<Item = String>) -> Self {
+        Args {
+            items: items.into_iter().collect::<Vec<_>>().into_iter(),
+            inline: None,
+            current: String::new(),
+        }
+    }
+
+    /// The next item, or `None` at the end. A flag given as `--flag=value`
+    /// whose value is not taken with [`value`](Self::value) is an error.
+    pub fn next_arg(&mut self) -> Result<Option<Arg>, UsageError> {
+        if let Some(v) = self.inline.take() {
+            return Err(UsageError(format!(
+                "{} takes no value (got {v:?})",
+                self.current
+            )));
+        }
+        let Some(item) = self.items.next() else {
+            return Ok(None);
+        };
+        if let Some(rest) = item.strip_prefix("--") {
+            let (name, value) = match rest.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (rest, None),
+            };
+            self.current = format!("--{name}");
+            self.inline = value;
+            Ok(Some(Arg::Flag(name.to_string())))
+        } else if item.starts_with('-') && item.len() > 1 {
+            Err(UsageError(format!(
+                "unknown option {item:?} (options start with --)"
+            )))
+        } else {
+            Ok(Some(Arg::Positional(item)))
+        }
+    }
+
+    /// The value of the flag just returned.
+    pub fn value(&mut self) -> Result<String, UsageError> {
+        if let Some(v) = self.inline.take() {
+            return Ok(v);
+        }
+        self.items
+            .next()
+            .ok_or_else(|| UsageError(format!("{} needs a value", self.current)))
+    }
+
+    /// The value of the flag just returned, parsed with `parse`.
+    pub fn parsed<T>(
+        &mut self,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, UsageError> {
+        let v = self.value()?;
+        parse(&v).map_err(|e| UsageError(format!("{}: {e}", self.current)))
+    }
+
+    /// The value of the flag just returned as a number.
+    pub fn number<T: FromStr>(&mut self) -> Result<T, UsageError> {
+        self.parsed(|s| {
+            s.parse::<T>()
+                .map_err(|_| format!("{s:?} is not a valid number"))
+        })
+    }
+
+    /// An error for an unknown flag.
+    pub fn unknown(&self, arg: &Arg) -> UsageError {
+        match arg {
+            Arg::Flag(f) => UsageError(format!("unknown option --{f}")),
+            Arg::Positional(p) => UsageError(format!("unexpected argument {p:?}")),
+        }
+    }
+}
+
+/// Parses a size: a number with an optional unit `B`, `K`/`KiB`, `M`/`MiB`,
+/// `G`/`GiB`, `T`/`TiB` (powers of 1024; also `KB`, `MB`, … as powers of
+/// 1024, case-insensitive), e.g. `256MiB`, `1GiB`, `4096`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '_'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let num: u64 = num
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 256MiB, 1GiB)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use KiB, MiB, GiB)")),
+    };
+    num.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// Formats bytes as `1GiB`, `256MiB`, `12KiB` or `123B` (exact units only).
+pub fn format_size(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Args {
+        Args::new(v.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("256m"), Ok(256 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("8KiB"), Ok(8192));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("GiB").is_err());
+        assert!(parse_size("12XB").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999TiB").is_err());
+        assert_eq!(format_size(1 << 30), "1GiB");
+        assert_eq!(format_size(3 << 20), "3MiB");
+        assert_eq!(format_size(1000), "1000B");
+    }
+
+    #[test]
+    fn flags_and_values() {
+        let mut a = args(&["--max-ios", "8", "--size=1GiB", "--json", "x"]);
+        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("max-ios".into())));
+        assert_eq!(a.number::<usize>().unwrap(), 8);
+        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("size".into())));
+        assert_eq!(a.parsed(parse_size).unwrap(), 1 << 30);
+        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("json".into())));
+        assert_eq!(a.next_arg().unwrap(), Some(Arg::Positional("x".into())));
+        assert_eq!(a.next_arg().unwrap(), None);
+    }
+
+    #[test]
+    fn errors() {
+        let mut a = args(&["--max-ios"]);
+        a.next_arg().unwrap();
+        assert!(a.number::<usize>().unwrap_err().0.contains("needs a value"));
+        let mut a = args(&["--max-ios", "many"]);
+        a.next_arg().unwrap();
+        let e = a.number::<usize>().unwrap_err().0;
+        assert!(e.contains("--max-ios") && e.contains("many"), "{e}");
+        let mut a = args(&["--json=1", "--x"]);
+        a.next_arg().unwrap();
+        assert!(a.next_arg().unwrap_err().0.contains("takes no value"));
+        let mut a = args(&["-x"]);
+        assert!(a.next_arg().is_err());
+    }
+}

@@ -1,0 +1,710 @@
+//! `seqscan`: a sequential scan of a stamped data file through a
+//! pagestream [`ReadStream`] on the thread-pool engine, cold, warm and hot,
+//! beside a plain 128 KiB `read` loop over the same file.
+//!
+//! ```text
+//! cargo run --release --bin seqscan -- [--cache cold|warm|hot|all] [--repeat N] [--json] …
+//! ```
+//!
+//! - **cold**: the file is fsynced and evicted from the OS page cache
+//!   (`POSIX_FADV_DONTNEED`); residency is checked with `mincore` and the run
+//!   refused if more than 1% is resident.
+//! - **warm**: the file is read once first (page cache), then scanned; a
+//!   plain `read` loop over 128 KiB buffers (`read-loop` row) runs beside it,
+//!   alternating which goes first.
+//! - **hot**: a pool holding the whole file is filled by one scan, then a
+//!   second scan is timed; it must do no reads.
+//!
+//! Cold and warm scans use a 256 KiB ring (PostgreSQL's BULKREAD) when the
+//! file is larger than a quarter of the pool. Every run computes the same
+//! order-independent checksum over (block number, first and last 64 bytes)
+//! of each page; differing checksums are an error.
+
+use futures::executor::block_on;
+use futures::StreamExt;
+use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
+use pagestream_examples::args::{format_size, parse_size, Arg, Args, UsageError};
+use pagestream_examples::cache;
+use pagestream_examples::checksum::Checksum;
+use pagestream_examples::data::{self, Ensured};
+use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_threadpool::{EngineStats, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: seqscan [options]
+
+Scans a stamped data file sequentially through a pagestream ReadStream on the
+thread-pool engine: cold (evicted from the page cache), warm (in the page
+cache, beside a plain 128 KiB read loop) and hot (in the buffer pool).
+
+options:
+  --file PATH         data file (created, stamped, if absent; default
+                      target/pagestream-data/seqscan-<size>.dat)
+  --size SIZE         size of a file to create (default 1GiB; e.g. 256MiB)
+  --cache MODE        cold | warm | hot | all (default all)
+  --direct            open the file with O_DIRECT (no warm runs)
+  --max-ios N         reads in flight at most (default 16)
+  --combine N         io_combine_limit, blocks per read (default 16)
+  --pool-frames N     buffer pool frames for cold/warm runs (default 16384;
+                      hot uses a pool holding the whole file)
+  --block-size SIZE   block size (default 8KiB)
+  --repeat N          runs of each mode (default 1; with more, medians)
+  --nowait on|off     inline RWF_NOWAIT attempt for buffered reads (default on)
+  --threads N         I/O threads (default 16)
+  --json              one JSON object per run on stdout instead of the table
+  --help              this text";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Cold,
+    Warm,
+    Hot,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Cold => "cold",
+            Mode::Warm => "warm",
+            Mode::Hot => "hot",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Opts {
+    file: Option<PathBuf>,
+    size: u64,
+    modes: Vec<Mode>,
+    direct: bool,
+    max_ios: usize,
+    combine: usize,
+    pool_frames: Option<usize>,
+    block_size: usize,
+    repeat: usize,
+    nowait: bool,
+    threads: usize,
+    json: bool,
+}
+
+fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
+    let mut o = Opts {
+        file: None,
+        size: 1 << 30,
+        modes: vec![Mode::Cold, Mode::Warm, Mode::Hot],
+        direct: false,
+        max_ios: 16,
+        combine: 16,
+        pool_frames: None,
+        block_size: 8192,
+        repeat: 1,
+        nowait: true,
+        threads: pagestream_threadpool::DEFAULT_THREADS,
+        json: false,
+    };
+    let mut cache_given = false;
+    while let Some(arg) = args.next_arg()? {
+        let Arg::Flag(name) = &arg else {
+            return Err(args.unknown(&arg));
+        };
+        match name.as_str() {
+            "help" => return Ok(None),
+            "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "size" => o.size = args.parsed(parse_size)?,
+            "cache" => {
+                cache_given = true;
+                o.modes = args.parsed(|s| match s {
+                    "cold" => Ok(vec![Mode::Cold]),
+                    "warm" => Ok(vec![Mode::Warm]),
+                    "hot" => Ok(vec![Mode::Hot]),
+                    "all" => Ok(vec![Mode::Cold, Mode::Warm, Mode::Hot]),
+                    _ => Err(format!("{s:?}: expected cold, warm, hot or all")),
+                })?
+            }
+            "direct" => o.direct = true,
+            "max-ios" => o.max_ios = args.number()?,
+            "combine" => o.combine = args.number()?,
+            "pool-frames" => o.pool_frames = Some(args.number()?),
+            "block-size" => {
+                o.block_size = args.parsed(|s| {
+                    let v = parse_size(s)?;
+                    usize::try_from(v).map_err(|_| format!("{s:?} is too large"))
+                })?
+            }
+            "repeat" => o.repeat = args.number()?,
+            "nowait" => {
+                o.nowait = args.parsed(|s| match s {
+                    "on" => Ok(true),
+                    "off" => Ok(false),
+                    _ => Err(format!("{s:?}: expected on or off")),
+                })?
+            }
+            "threads" => o.threads = args.number()?,
+            "json" => o.json = true,
+            _ => return Err(args.unknown(&arg)),
+        }
+    }
+    let bad = |m: String| Err(UsageError(m));
+    if o.repeat == 0 {
+        return bad("--repeat must be at least 1".into());
+    }
+    if o.threads == 0 {
+        return bad("--threads must be at least 1".into());
+    }
+    if o.combine == 0 || o.combine > pagestream::MAX_IO_COMBINE_LIMIT {
+        return bad(format!(
+            "--combine must be 1 to {}",
+            pagestream::MAX_IO_COMBINE_LIMIT
+        ));
+    }
+    if o.max_ios > pagestream::MAX_IOS {
+        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
+    }
+    if o.pool_frames == Some(0) {
+        return bad("--pool-frames must be at least 1".into());
+    }
+    if o.block_size < 512 || !o.block_size.is_power_of_two() || o.block_size > 1 << 20 {
+        return bad(format!(
+            "--block-size {} must be a power of two from 512 bytes to 1MiB",
+            o.block_size
+        ));
+    }
+    if o.size == 0 || o.size % o.block_size as u64 != 0 {
+        return bad(format!(
+            "--size {} must be a positive multiple of the block size {}",
+            o.size, o.block_size
+        ));
+    }
+    if o.direct {
+        if cache_given && o.modes == [Mode::Warm] {
+            return bad("--cache warm means the OS page cache, which --direct bypasses".into());
+        }
+        o.modes.retain(|&m| m != Mode::Warm);
+    }
+    Ok(Some(o))
+}
+
+/// One timed run.
+struct Run {
+    runtime: &'static str,
+    mode: Mode,
+    rep: usize,
+    pages: u64,
+    bytes: u64,
+    seconds: f64,
+    reads: u64,
+    mean_blocks_per_read: f64,
+    hits: u64,
+    max_in_flight: u64,
+    resident_before: f64,
+    checksum: u64,
+    stats: Option<StreamStats>,
+    engine: Option<EngineStats>,
+    pool_frames: usize,
+    ring_frames: usize,
+}
+
+impl Run {
+    fn label(&self) -> String {
+        if self.runtime == "read-loop" {
+            "read-loop".into()
+        } else {
+            self.mode.name().into()
+        }
+    }
+
+    fn json(&self, o: &Opts, path: &str) -> JsonObject {
+        let mut j = JsonObject::default();
+        j.set("runtime", self.runtime)
+            .set("cache", self.mode.name())
+            .set("direct", o.direct && self.runtime != "read-loop")
+            .set("pages", self.pages)
+            .set("bytes", self.bytes)
+            .set("seconds", self.seconds)
+            .set("mib_per_s", mib_per_s(self.bytes, self.seconds))
+            .set("pages_per_s", self.pages as f64 / self.seconds)
+            .set("reads", self.reads)
+            .set("mean_blocks_per_read", self.mean_blocks_per_read)
+            .set("hits", self.hits)
+            .set("max_in_flight", self.max_in_flight)
+            .set("resident_before", self.resident_before)
+            .set("checksum", self.checksum)
+            .set("run", self.rep)
+            .set("file", path)
+            .set("block_size", o.block_size)
+            .set("max_ios", o.max_ios)
+            .set("io_combine_limit", o.combine)
+            .set("pool_frames", self.pool_frames)
+            .set("ring_frames", self.ring_frames)
+            .set("nowait", o.nowait && !o.direct);
+        if let Some(s) = &self.stats {
+            j.set("blocks_read", s.blocks_read)
+                .set("cached_reads", s.cached_reads)
+                .set("max_blocks_per_read", s.max_blocks_per_read)
+                .set("waits", s.waits)
+                .set("wait_seconds", s.wait_time.as_secs_f64())
+                .set("mean_distance", s.mean_distance())
+                .set("max_distance", s.max_distance)
+                .set("advice", s.advice)
+                .set("fast_path_pages", s.fast_path_pages);
+        }
+        if let Some(e) = &self.engine {
+            j.set("engine_nowait_full", e.nowait_full)
+                .set("engine_nowait_partial", e.nowait_partial)
+                .set("engine_nowait_would_block", e.nowait_would_block)
+                .set("engine_thread_preads", e.thread_preads);
+        }
+        j
+    }
+}
+
+fn diff(a: EngineStats, b: EngineStats) -> EngineStats {
+    let mut d = EngineStats::default();
+    d.nowait_full = b.nowait_full - a.nowait_full;
+    d.nowait_partial = b.nowait_partial - a.nowait_partial;
+    d.nowait_would_block = b.nowait_would_block - a.nowait_would_block;
+    d.queued = b.queued - a.queued;
+    d.thread_preads = b.thread_preads - a.thread_preads;
+    d.threads_started = b.threads_started - a.threads_started;
+    d
+}
+
+struct Ctx {
+    o: Opts,
+    path: PathBuf,
+    nblocks: u64,
+    engine: ThreadPoolEngine,
+    /// A buffered handle for cache control and the read loop.
+    plain: File,
+    /// The hot pool, filled once.
+    hot: Option<BufferPool>,
+}
+
+impl Ctx {
+    fn open(&self) -> io::Result<ThreadPoolFile> {
+        let opts = OpenOptions::new()
+            .direct(self.o.direct)
+            .block_size(self.o.block_size);
+        ThreadPoolFile::open_with(&self.path, opts)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.nblocks * self.o.block_size as u64
+    }
+
+    /// Scans every block with a stream over `pool`; returns the checksum,
+    /// the seconds it took and the stream's stats.
+    fn stream_scan(
+        &self,
+        pool: &BufferPool,
+        ring: Option<RingSize>,
+    ) -> io::Result<(Checksum, f64, StreamStats)> {
+        let file = self.open()?;
+        let mut stream = ReadStream::builder(pool, self.engine.clone(), file)
+            .max_ios(self.o.max_ios)
+            .io_combine_limit(self.o.combine)
+            .ring(ring)
+            .build(source::forward(0..self.nblocks))
+            .map_err(io::Error::from)?;
+        block_on(async {
+            let start = Instant::now();
+            let mut ck = Checksum::default();
+            while let Some(page) = stream.next().await {
+                let page = page?;
+                ck.add(page.block(), &page);
+            }
+            let secs = start.elapsed().as_secs_f64();
+            Ok((ck, secs, stream.close().await))
+        })
+    }
+
+    /// Cold or warm stream run.
+    fn scan_run(&self, mode: Mode, rep: usize, resident: f64) -> io::Result<Run> {
+        let frames = self.o.pool_frames.unwrap_or(16384);
+        let pool = BufferPool::new(frames, self.o.block_size).map_err(io::Error::from)?;
+        let ring = (self.nblocks > frames as u64 / 4).then_some(RingSize::BULKREAD);
+        let ring_frames = ring
+            .map_or(0, |_| (256 << 10) / self.o.block_size)
+            .max(usize::from(ring.is_some()));
+        let before = self.engine.stats();
+        let (ck, secs, st) = self.stream_scan(&pool, ring)?;
+        let eng = diff(before, self.engine.stats());
+        Ok(self.stream_run(mode, rep, resident, ck, secs, st, eng, frames, ring_frames))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn stream_run(
+        &self,
+        mode: Mode,
+        rep: usize,
+        resident: f64,
+        ck: Checksum,
+        secs: f64,
+        st: StreamStats,
+        eng: EngineStats,
+        frames: usize,
+        ring_frames: usize,
+    ) -> Run {
+        Run {
+            runtime: "threadpool",
+            mode,
+            rep,
+            pages: ck.pages,
+            bytes: ck.pages * self.o.block_size as u64,
+            seconds: secs,
+            reads: st.reads,
+            mean_blocks_per_read: st.mean_blocks_per_read(),
+            hits: st.hits,
+            max_in_flight: st.max_in_flight,
+            resident_before: resident,
+            checksum: ck.sum,
+            stats: Some(st),
+            engine: Some(eng),
+            pool_frames: frames,
+            ring_frames,
+        }
+    }
+
+    fn cold(&self, rep: usize) -> io::Result<Run> {
+        cache::evict(&self.plain)?;
+        let resident = cache::resident_fraction(&self.plain)?;
+        if resident > 0.01 {
+            return Err(io::Error::other(format!(
+                "cannot make {} cold: {:.1}% of it is still in the page cache after \
+                 POSIX_FADV_DONTNEED (mapped or locked by another process?)",
+                self.path.display(),
+                resident * 100.0
+            )));
+        }
+        self.scan_run(Mode::Cold, rep, resident)
+    }
+
+    fn make_warm(&self) -> io::Result<f64> {
+        cache::warm(&self.plain)?;
+        let resident = cache::resident_fraction(&self.plain)?;
+        if resident < 0.99 {
+            return Err(io::Error::other(format!(
+                "cannot keep {} warm: only {:.1}% of it stays in the page cache",
+                self.path.display(),
+                resident * 100.0
+            )));
+        }
+        Ok(resident)
+    }
+
+    fn warm_stream(&self, rep: usize) -> io::Result<Run> {
+        let resident = self.make_warm()?;
+        self.scan_run(Mode::Warm, rep, resident)
+    }
+
+    /// The baseline: `read` into one 128 KiB buffer, same checksum.
+    fn read_loop(&self, rep: usize) -> io::Result<Run> {
+        let resident = self.make_warm()?;
+        let bs = self.o.block_size;
+        let mut buf = vec![0u8; (128 << 10).max(bs)];
+        let mut f = File::open(&self.path)?;
+        let limit = self.bytes();
+        let start = Instant::now();
+        let mut ck = Checksum::default();
+        let mut reads = 0u64;
+        let mut off = 0u64;
+        while off < limit {
+            // Fill the buffer (a short read continues into it).
+            let want = (buf.len() as u64).min(limit - off) as usize;
+            let mut got = 0;
+            while got < want {
+                match f.read(&mut buf[got..want]) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got += n;
+                        reads += 1;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if got < want {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} shrank during the read loop", self.path.display()),
+                ));
+            }
+            let first = off / bs as u64;
+            for (i, page) in buf[..got].chunks_exact(bs).enumerate() {
+                ck.add(first + i as u64, page);
+            }
+            off += got as u64;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        Ok(Run {
+            runtime: "read-loop",
+            mode: Mode::Warm,
+            rep,
+            pages: ck.pages,
+            bytes: ck.pages * bs as u64,
+            seconds: secs,
+            reads,
+            mean_blocks_per_read: ck.pages as f64 / reads.max(1) as f64,
+            hits: 0,
+            max_in_flight: 1,
+            resident_before: resident,
+            checksum: ck.sum,
+            stats: None,
+            engine: None,
+            pool_frames: 0,
+            ring_frames: 0,
+        })
+    }
+
+    fn hot(&mut self, rep: usize) -> io::Result<Run> {
+        let frames = usize::try_from(self.nblocks)
+            .map_err(|_| io::Error::other("file too large for a hot pool"))?;
+        if self.hot.is_none() {
+            let pool = BufferPool::new(frames, self.o.block_size).map_err(io::Error::from)?;
+            // Fill it: one scan, no ring.
+            let (_, _, st) = self.stream_scan(&pool, None)?;
+            if st.pages != self.nblocks {
+                return Err(io::Error::other("prewarm scan ended early"));
+            }
+            self.hot = Some(pool);
+        }
+        let pool = self.hot.clone().expect("hot pool");
+        let resident = cache::resident_fraction(&self.plain)?;
+        let before = self.engine.stats();
+        let (ck, secs, st) = self.stream_scan(&pool, None)?;
+        let eng = diff(before, self.engine.stats());
+        if st.blocks_read != 0 {
+            return Err(io::Error::other(format!(
+                "hot scan read {} blocks: the pool of {frames} frames did not keep the file",
+                st.blocks_read
+            )));
+        }
+        Ok(self.stream_run(Mode::Hot, rep, resident, ck, secs, st, eng, frames, 0))
+    }
+}
+
+fn print_row(r: &Run) {
+    println!(
+        "{:<10} {:>3} {:>8.3} {:>9.1} {:>11.0} {:>7} {:>8.2} {:>8} {:>8} {:>8.3} {:>20}",
+        r.label(),
+        r.rep,
+        r.seconds,
+        mib_per_s(r.bytes, r.seconds),
+        r.pages as f64 / r.seconds,
+        r.reads,
+        r.mean_blocks_per_read,
+        r.hits,
+        r.max_in_flight,
+        r.resident_before,
+        r.checksum
+    );
+    if let Some(st) = &r.stats {
+        for line in st.to_string().lines() {
+            println!("    {line}");
+        }
+        if let Some(e) = &r.engine {
+            println!(
+                "    Engine: nowait full={} partial={} would-block={}  thread preads={}",
+                e.nowait_full, e.nowait_partial, e.nowait_would_block, e.thread_preads
+            );
+        }
+    }
+}
+
+fn run(o: Opts) -> io::Result<()> {
+    let path = match &o.file {
+        Some(p) => p.clone(),
+        None => data::data_dir().join(format!("seqscan-{}.dat", format_size(o.size))),
+    };
+    if !path.exists() {
+        eprintln!(
+            "seqscan: creating {} ({}) …",
+            path.display(),
+            format_size(o.size)
+        );
+    }
+    let len = match data::ensure_stamped(&path, o.size, o.block_size, data::DEFAULT_SEED) {
+        Ok(Ensured::Created) => o.size,
+        // An existing --file of another length is scanned as it is.
+        Ok(Ensured::Existing) => std::fs::metadata(&path)?.len(),
+        Err(_) if o.file.is_some() && path.is_file() => std::fs::metadata(&path)?.len(),
+        Err(e) => return Err(e),
+    };
+    let nblocks = len / o.block_size as u64;
+    if nblocks == 0 {
+        return Err(io::Error::other(format!(
+            "{} holds no whole {}-byte block",
+            path.display(),
+            o.block_size
+        )));
+    }
+    if o.modes.contains(&Mode::Hot) {
+        if let Some(f) = o.pool_frames {
+            if (f as u64) < nblocks {
+                eprintln!(
+                    "seqscan: note: --pool-frames {f} applies to cold/warm; hot uses a pool of \
+                     {nblocks} frames (the whole file)"
+                );
+            }
+        }
+    }
+    let engine = ThreadPoolEngine::builder()
+        .threads(o.threads)
+        .nowait(o.nowait)
+        .build();
+    let plain = File::open(&path)?;
+    let mut ctx = Ctx {
+        path: path.clone(),
+        nblocks,
+        engine,
+        plain,
+        hot: None,
+        o,
+    };
+    let path_s = path.display().to_string();
+    if !ctx.o.json {
+        println!(
+            "seqscan {}: {} blocks of {} ({}), max_ios={} io_combine_limit={} {} nowait={} threads={}",
+            path_s,
+            nblocks,
+            ctx.o.block_size,
+            format_size(nblocks * ctx.o.block_size as u64),
+            ctx.o.max_ios,
+            ctx.o.combine,
+            if ctx.o.direct { "O_DIRECT" } else { "buffered" },
+            if ctx.o.nowait && !ctx.o.direct { "on" } else { "off" },
+            ctx.o.threads
+        );
+        println!(
+            "{:<10} {:>3} {:>8} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>8} {:>20}",
+            "run",
+            "#",
+            "seconds",
+            "MiB/s",
+            "pages/s",
+            "reads",
+            "blk/read",
+            "hits",
+            "inflight",
+            "resident",
+            "checksum"
+        );
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    let modes = ctx.o.modes.clone();
+    for rep in 0..ctx.o.repeat {
+        for &mode in &modes {
+            let batch = match mode {
+                Mode::Cold => vec![ctx.cold(rep)?],
+                Mode::Warm if rep % 2 == 0 => vec![ctx.read_loop(rep)?, ctx.warm_stream(rep)?],
+                Mode::Warm => vec![ctx.warm_stream(rep)?, ctx.read_loop(rep)?],
+                Mode::Hot => vec![ctx.hot(rep)?],
+            };
+            for r in batch {
+                if ctx.o.json {
+                    println!("{}", r.json(&ctx.o, &path_s).to_line());
+                } else {
+                    print_row(&r);
+                }
+                runs.push(r);
+            }
+        }
+    }
+    let o = &ctx.o;
+    // Every run read the same blocks: the checksums must agree.
+    if let Some(first) = runs.first() {
+        if let Some(bad) = runs.iter().find(|r| r.checksum != first.checksum) {
+            return Err(io::Error::other(format!(
+                "checksum mismatch: {} run {} gave {}, {} run {} gave {}",
+                first.label(),
+                first.rep,
+                first.checksum,
+                bad.label(),
+                bad.rep,
+                bad.checksum
+            )));
+        }
+    }
+    // Summary (stderr under --json, so stdout stays one object per line).
+    let mut out = String::new();
+    {
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            out,
+            "\nsummary over {} run(s) each: median MiB/s (min–max), median pages/s",
+            o.repeat
+        );
+        let mut labels: Vec<String> = Vec::new();
+        for r in &runs {
+            if !labels.contains(&r.label()) {
+                labels.push(r.label());
+            }
+        }
+        let spread = |label: &str| {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.label() == label)
+                .map(|r| mib_per_s(r.bytes, r.seconds))
+                .collect();
+            Spread::of(&v)
+        };
+        for l in &labels {
+            let s = spread(l).expect("runs of this label");
+            let pps: Vec<f64> = runs
+                .iter()
+                .filter(|r| &r.label() == l)
+                .map(|r| r.pages as f64 / r.seconds)
+                .collect();
+            let p = Spread::of(&pps).expect("runs");
+            let _ = writeln!(
+                out,
+                "  {:<10} {:>8.1} MiB/s ({:.1}–{:.1})  {:>11.0} pages/s",
+                l, s.median, s.min, s.max, p.median
+            );
+        }
+        if let (Some(w), Some(b)) = (spread("warm"), spread("read-loop")) {
+            let ratios: Vec<f64> = (0..o.repeat)
+                .filter_map(|rep| {
+                    let find = |l: &str| runs.iter().find(|r| r.rep == rep && r.label() == l);
+                    let (w, b) = (find("warm")?, find("read-loop")?);
+                    Some(b.seconds / w.seconds)
+                })
+                .collect();
+            let rs = Spread::of(&ratios).expect("ratios");
+            let _ = writeln!(
+                out,
+                "  warm / read-loop: {:.2}x (ratio of medians); per-run ratios median {:.2}x ({:.2}–{:.2})",
+                w.median / b.median,
+                rs.median,
+                rs.min,
+                rs.max
+            );
+        }
+        let _ = writeln!(out, "  checksum {} (all runs agree)", runs[0].checksum);
+    }
+    if o.json {
+        eprint!("{out}");
+    } else {
+        print!("{out}");
+    }
+    Ok(())
+}
+
+fn main() {
+    let opts = match parse_args(Args::from_env()) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(e) => e.exit("seqscan", USAGE),
+    };
+    if let Err(e) = run(opts) {
+        eprintln!("seqscan: error: {e}");
+        std::process::exit(1);
+    }
+}
