@@ -47,10 +47,10 @@
 //!   (a power of two ≥ 512, default 8192) numbered from 0
 //!   ([`BlockNumber`]). A page is a block's bytes in memory.
 //! - **The buffer pool** ([`BufferPool`], module [`pool`]) is a fixed set of
-//!   4096-aligned frames shared by every stream, with a partitioned map
-//!   `(file, block) → frame`, pin counts, clock-sweep eviction and an
-//!   *I/O in progress* state. A hit costs one partition read lock and one
-//!   CAS; nothing on the hit path is pool-wide. A stream that wants a block
+//!   4096-aligned frames shared by every stream, with a block table per file
+//!   (`block → frame`), pin counts, clock-sweep eviction and an *I/O in
+//!   progress* state. A hit costs one atomic load of the block's slot and one
+//!   CAS on the frame's own cache line: no lock, nothing pool-wide. A stream that wants a block
 //!   another stream is reading waits for that read and never issues its own.
 //! - **Pins hold read-ahead pages.** Every page the planner has looked up —
 //!   a hit waiting in the queue, a page being read, a finished read-ahead

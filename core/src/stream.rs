@@ -5,7 +5,7 @@ use crate::engine::{EngineFile, IoEngine, ReadRequest};
 use crate::error::{BuildError, ReadError};
 use crate::guard::PageGuard;
 use crate::plan::{AdvicePolicy, Entry, Env, Head, PlanConfig, Planner, Slot, NO_FRAME};
-use crate::pool::{BufferPool, Lookup, PoolInner, Ring, RingSize, Status};
+use crate::pool::{BufferPool, FileView, Lookup, PoolInner, Ring, RingSize, Status};
 use crate::source::BlockSource;
 use crate::stats::StreamStats;
 use crate::sync::{lock, Arc, AtomicU8, Mutex, Ordering};
@@ -187,8 +187,9 @@ impl<E: IoEngine> StreamBuilder<E> {
         };
         pool.streams.fetch_add(1, Ordering::Relaxed);
         let block_size = pool.block_size;
+        let file_view = pool.file_view(self.file.id().raw());
         Ok(ReadStream {
-            file_id: self.file.id().raw(),
+            file_view,
             file_len,
             nblocks: file_len / block_size as u64,
             shared: Arc::new(StreamShared {
@@ -242,7 +243,8 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     shared: Arc<StreamShared>,
     engine: E,
     file: E::File,
-    file_id: u64,
+    /// This stream's cached view of the file's block table.
+    file_view: FileView,
     file_len: u64,
     nblocks: u64,
     source: S,
@@ -294,7 +296,7 @@ struct StreamEnv<'a, E: IoEngine, S> {
     shared: &'a Arc<StreamShared>,
     engine: &'a E,
     file: &'a E::File,
-    file_id: u64,
+    file_view: &'a mut FileView,
     file_len: u64,
     nblocks: u64,
     source: &'a mut S,
@@ -327,7 +329,7 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
     fn lookup(&mut self, block: BlockNumber) -> Result<Lookup, ()> {
         self.shared
             .pool
-            .lookup(self.file_id, block, self.ring.as_mut())
+            .lookup(self.file_view, block, self.ring.as_mut())
             .map_err(|_| ())
     }
 
@@ -377,7 +379,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                 shared: &self.shared,
                 engine: &self.engine,
                 file: &self.file,
-                file_id: self.file_id,
+                file_view: &mut self.file_view,
                 file_len: self.file_len,
                 nblocks: self.nblocks,
                 source: &mut self.source,

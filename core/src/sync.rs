@@ -8,34 +8,18 @@
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock};
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 /// Lock a mutex, ignoring poisoning: every critical section in core leaves
 /// its data consistent before anything that could panic, so a poisoned lock
 /// still guards valid state.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
-}
-
-/// Read-lock an `RwLock`, ignoring poisoning (see [`lock`]).
-pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    match l.read() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
-}
-
-/// Write-lock an `RwLock`, ignoring poisoning (see [`lock`]).
-pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    match l.write() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     }

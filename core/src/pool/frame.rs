@@ -5,43 +5,50 @@
 //! CAS / `fetch_sub` on a line no other frame shares:
 //!
 //! ```text
-//!  63           38 37    35   34      33  32  31                      0
-//! +---------------+--------+---------+-------+-------------------------+
-//! |    unused     | usage  | WAITERS | status|       pin count         |
-//! +---------------+--------+---------+-------+-------------------------+
-//!   status: 0 EMPTY (no valid bytes), 1 IO (a read owns the bytes), 2 VALID
-//!   usage:  clock-sweep usage count, 0..=MAX_USAGE
-//!   WAITERS: some task waits in the pool's waiter table for this frame's I/O
+//!  63                              32 31 30 29  27 26      25  24 23            0
+//! +----------------------------------+-----+------+---------+------+-------------+
+//! |            generation            |  -  | usage| WAITERS |status|  pin count  |
+//! +----------------------------------+-----+------+---------+------+-------------+
+//!   status:     0 EMPTY (no valid bytes), 1 IO (a read owns the bytes), 2 VALID
+//!   usage:      clock-sweep usage count, 0..=MAX_USAGE
+//!   WAITERS:    some task waits in the pool's waiter table for this frame's I/O
+//!   generation: bumped every time the frame is taken for another block
 //! ```
 //!
+//! A block table slot (see `table.rs`) names a frame *and* the generation it
+//! was installed with. A lookup pins with one CAS that also requires the
+//! generation to match, so a slot left stale by an eviction can never pin a
+//! frame that now holds another block: evictors never have to find and
+//! clear the old slot, and the hit path takes no lock at all.
+//!
 //! Rules (each relied on by a `// SAFETY:` comment elsewhere):
-//! - A frame's bytes are written only by the holder of its IO status (one
-//!   `ReadRequest`), and read only through a pin while the status is VALID.
-//! - Status leaves IO only through `PoolInner::finish_io`, called once by the
-//!   request that owns the IO status.
-//! - An evictor may take a frame only when `pins == 0 && status != IO`; it
-//!   claims it with a CAS to `pins = 1`, then re-checks `pins == 1` under the
-//!   mapping partition's write lock before unmapping it, so a concurrent
-//!   lookup that pinned it in between makes the evictor back off.
-//! - The tag (`file`, `block`) changes only while the changer holds the only
-//!   pin and the partition write lock.
+//! 1. A frame's bytes are written only by the holder of its IO status (one
+//!    `ReadRequest`), and read only through a pin while the status is VALID.
+//! 2. Status leaves IO only through `PoolInner::finish_io`, called once by
+//!    the request that owns the IO status.
+//! 3. A frame is taken for another block only by a CAS from
+//!    `pins == 0 && status != IO` to `pins = 1, EMPTY, generation + 1`; so no
+//!    pinned frame is ever reassigned, and every stale slot stops matching.
+//! 4. The tag (`file`, `block`) is written only by the holder of that claim
+//!    pin, before the frame is published in a slot.
 
 use crate::sync::{AtomicU64, Ordering};
 
-pub(crate) const PIN_MASK: u64 = 0xFFFF_FFFF;
-pub(crate) const STATUS_SHIFT: u32 = 32;
+pub(crate) const PIN_MASK: u64 = 0xFF_FFFF;
+pub(crate) const STATUS_SHIFT: u32 = 24;
 pub(crate) const STATUS_MASK: u64 = 0b11 << STATUS_SHIFT;
-pub(crate) const WAITERS: u64 = 1 << 34;
-pub(crate) const USAGE_SHIFT: u32 = 35;
+pub(crate) const WAITERS: u64 = 1 << 26;
+pub(crate) const USAGE_SHIFT: u32 = 27;
 pub(crate) const USAGE_MASK: u64 = 0b111 << USAGE_SHIFT;
 pub(crate) const USAGE_ONE: u64 = 1 << USAGE_SHIFT;
+pub(crate) const GEN_SHIFT: u32 = 32;
 /// PostgreSQL's BM_MAX_USAGE_COUNT.
 pub(crate) const MAX_USAGE: u64 = 5;
 
-/// No file: the frame is not in the map.
+/// No file: the frame holds no block.
 pub(crate) const NO_FILE: u64 = u64::MAX;
 
-/// A frame's status (bits 32..34 of the state word).
+/// A frame's status (bits 24..26 of the state word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {
     /// No valid bytes; whoever pins it may start a read (`try_start_io`).
@@ -82,8 +89,19 @@ pub(crate) fn usage(s: u64) -> u64 {
 }
 
 #[inline]
+pub(crate) fn gen(s: u64) -> u32 {
+    (s >> GEN_SHIFT) as u32
+}
+
+#[inline]
 pub(crate) fn with_status(s: u64, st: Status) -> u64 {
     (s & !STATUS_MASK) | st.bits()
+}
+
+/// A state word: generation `g`, one pin (the claim), status `st`.
+#[inline]
+pub(crate) fn claimed(g: u32, st: Status) -> u64 {
+    (u64::from(g) << GEN_SHIFT) | st.bits() | 1
 }
 
 /// One frame's metadata, alone on its cache line so that two threads pinning
@@ -93,9 +111,9 @@ pub(crate) fn with_status(s: u64, st: Status) -> u64 {
 pub(crate) struct FrameHeader {
     /// The packed state word above.
     pub(crate) state: AtomicU64,
-    /// Tag: the file this frame is mapped for, or [`NO_FILE`].
+    /// Tag: the file this frame holds a block of, or [`NO_FILE`].
     pub(crate) file: AtomicU64,
-    /// Tag: the block this frame is mapped for (meaningless with `NO_FILE`).
+    /// Tag: the block (meaningless with `NO_FILE`).
     pub(crate) block: AtomicU64,
 }
 
@@ -108,11 +126,15 @@ impl FrameHeader {
         }
     }
 
-    /// Adds a pin and bumps the usage count; returns the new state.
+    /// Adds a pin and bumps the usage count if the frame is still at
+    /// generation `g`; returns the new state, or `None` if it is not.
     #[inline]
-    pub(crate) fn pin(&self) -> u64 {
+    pub(crate) fn pin_if_gen(&self, g: u32) -> Option<u64> {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
+            if gen(s) != g {
+                return None;
+            }
             let mut n = s + 1;
             if usage(s) < MAX_USAGE {
                 n += USAGE_ONE;
@@ -121,7 +143,7 @@ impl FrameHeader {
                 .state
                 .compare_exchange_weak(s, n, Ordering::Acquire, Ordering::Relaxed)
             {
-                Ok(_) => return n,
+                Ok(_) => return Some(n),
                 Err(cur) => s = cur,
             }
         }

@@ -1,4 +1,4 @@
-//! The shared buffer pool: frames, the block map, pins, clock-sweep eviction,
+//! The shared buffer pool: frames, block tables, pins, clock-sweep eviction,
 //! rings, and the I/O-in-progress hand-off.
 //!
 //! A [`BufferPool`] is a cheap handle (`Arc`) to a fixed set of `block_size`
@@ -7,29 +7,31 @@
 //! stream is reading is *waited for* by a second, never read twice.
 //!
 //! See `frame.rs` for the state word and the rules that make the frame bytes
-//! safe to hand out, `map.rs` for the partitioned block map and `waiters.rs`
-//! for the wake-up hand-off.
+//! safe to hand out, `table.rs` for the lock-free block tables and
+//! `waiters.rs` for the wake-up hand-off.
 
 mod frame;
-mod map;
 mod ring;
+mod table;
 mod waiters;
 
 pub use ring::RingSize;
 
 pub(crate) use frame::Status;
 pub(crate) use ring::Ring;
+pub(crate) use table::FileView;
 
 use crate::error::BuildError;
 use crate::stats::{PoolStats, StreamStats};
-use crate::sync::{lock, read, write, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::{BlockNumber, FileId};
 use frame::{FrameHeader, NO_FILE};
-use map::BlockMap;
 use std::alloc::{self, Layout};
+use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
 use std::task::Waker;
+use table::{FileTable, EMPTY_SLOT};
 use waiters::Waiters;
 
 /// Alignment of frame memory (and so of every frame): enough for O_DIRECT.
@@ -156,7 +158,7 @@ impl PoolBuilder {
                 block_shift: self.block_size.trailing_zeros(),
                 nframes: self.frames,
                 headers: (0..self.frames).map(|_| FrameHeader::new()).collect(),
-                map: BlockMap::new(self.frames),
+                files: Mutex::new(HashMap::new()),
                 hand: AtomicU64::new(0),
                 waiters: Waiters::new(),
                 reserved: AtomicUsize::new(0),
@@ -215,10 +217,16 @@ impl BufferPool {
     /// Whether `block` of `file` is in the pool with valid contents.
     pub fn contains(&self, file: FileId, block: BlockNumber) -> bool {
         let inner = &self.inner;
-        let part = read(inner.map.partition(file.0, block));
-        match part.get(&(file.0, block)) {
-            Some(&f) => frame::status(inner.headers[f as usize].load()) == Status::Valid,
-            None => false,
+        let Some(table) = lock(&inner.files).get(&file.0).cloned() else {
+            return false;
+        };
+        match table.peek(block) {
+            Some(slot) if slot != EMPTY_SLOT => {
+                let (f, g) = table::unpack(slot);
+                let st = inner.header(f).load();
+                frame::gen(st) == g && frame::status(st) == Status::Valid
+            }
+            _ => false,
         }
     }
 
@@ -248,8 +256,9 @@ pub(crate) struct PoolInner {
     pub(crate) nframes: usize,
     /// One header per frame (state word + tag).
     headers: Box<[FrameHeader]>,
-    /// `(file, block) → frame`, partitioned.
-    map: BlockMap,
+    /// Block tables by file id; locked only when a stream is built and for
+    /// maintenance, never on a lookup (streams cache their `FileView`).
+    files: Mutex<HashMap<u64, Arc<FileTable>>>,
     /// Clock-sweep hand; only the miss path touches it.
     hand: AtomicU64,
     /// Tasks waiting for another stream's read.
@@ -339,66 +348,101 @@ impl PoolInner {
         }
     }
 
-    /// Looks `block` of `file` up, pinning its frame; on a miss takes a
-    /// frame (from `ring` first, if given, then by clock sweep), maps it and
-    /// returns it as [`Lookup::Read`].
+    /// The view a stream uses to look blocks of `file` up.
+    pub(crate) fn file_view(&self, file: u64) -> FileView {
+        let table = Arc::clone(
+            lock(&self.files)
+                .entry(file)
+                .or_insert_with(|| Arc::new(FileTable::new(file))),
+        );
+        FileView::new(table)
+    }
+
+    /// Looks `block` up, pinning its frame; on a miss takes a frame (from
+    /// `ring` first, if given, then by clock sweep), installs it for the
+    /// block and returns it as [`Lookup::Read`].
     pub(crate) fn lookup(
         &self,
-        file: u64,
+        view: &mut FileView,
         block: BlockNumber,
         ring: Option<&mut Ring>,
     ) -> Result<Lookup, Exhausted> {
-        if let Some(l) = self.lookup_existing(file, block) {
+        if let Some(l) = self.lookup_existing(view, block) {
             return Ok(l);
         }
         let victim = self.victim(ring)?;
-        Ok(self.install(victim, file, block))
+        Ok(self.install(victim, view, block))
     }
 
-    /// The hit path: one partition read lock, one CAS.
+    /// The hit path: one load of the block's slot, one CAS on the frame.
     #[inline]
-    pub(crate) fn lookup_existing(&self, file: u64, block: BlockNumber) -> Option<Lookup> {
-        let f = {
-            let part = read(self.map.partition(file, block));
-            let f = *part.get(&(file, block))?;
-            self.header(f).pin();
-            f
-        };
+    pub(crate) fn lookup_existing(
+        &self,
+        view: &mut FileView,
+        block: BlockNumber,
+    ) -> Option<Lookup> {
+        let slot = view.slot(block).load(Ordering::Acquire);
+        if slot == EMPTY_SLOT {
+            return None;
+        }
+        let (f, g) = table::unpack(slot);
+        self.header(f).pin_if_gen(g)?;
+        debug_assert_eq!(self.header(f).block.load(Ordering::Relaxed), block);
         Some(self.classify_pinned(f))
     }
 
-    /// Maps the claimed, unmapped `victim` (pins = 1, EMPTY) to the block, or
-    /// gives it back if someone mapped the block meanwhile.
-    fn install(&self, victim: u32, file: u64, block: BlockNumber) -> Lookup {
+    /// Installs the claimed `victim` (pins = 1, EMPTY, unpublished) for
+    /// `block`, or gives it back if someone installed a frame first.
+    fn install(&self, victim: u32, view: &mut FileView, block: BlockNumber) -> Lookup {
         let hdr = self.header(victim);
-        let mut part = write(self.map.partition(file, block));
-        if let Some(&f) = part.get(&(file, block)) {
-            self.header(f).pin();
-            drop(part);
-            self.release_claim(victim);
-            return self.classify_pinned(f);
+        let g = frame::gen(hdr.load());
+        let file = view.id();
+        let slot = view.slot(block);
+        loop {
+            let cur = slot.load(Ordering::Acquire);
+            if cur != EMPTY_SLOT {
+                let (f, fg) = table::unpack(cur);
+                if self.header(f).pin_if_gen(fg).is_some() {
+                    self.release_claim(victim);
+                    return self.classify_pinned(f);
+                }
+                // Stale: that frame has moved on to another block.
+            }
+            // Rule 4: tag first, then IO status, then publish.
+            hdr.file.store(file, Ordering::Relaxed);
+            hdr.block.store(block, Ordering::Relaxed);
+            hdr.state.store(
+                frame::claimed(g, Status::Io) | frame::USAGE_ONE,
+                Ordering::Release,
+            );
+            match slot.compare_exchange(
+                cur,
+                table::pack(victim, g),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Lookup::Read(victim),
+                // Never published, so nobody else saw the IO status.
+                Err(_) => hdr
+                    .state
+                    .store(frame::claimed(g, Status::Empty), Ordering::Release),
+            }
         }
-        hdr.file.store(file, Ordering::Relaxed);
-        hdr.block.store(block, Ordering::Relaxed);
-        // We hold the only pin, the frame is unmapped and EMPTY: nobody else
-        // can change its state word now, so a plain store is exact.
-        hdr.state
-            .store(1 | Status::Io.bits() | frame::USAGE_ONE, Ordering::Release);
-        part.insert((file, block), victim);
-        drop(part);
-        Lookup::Read(victim)
     }
 
-    /// Returns a claimed, unmapped frame to the free state.
+    /// Returns a claimed frame that was never published to the free state.
     fn release_claim(&self, f: u32) {
         let hdr = self.header(f);
+        let g = frame::gen(hdr.load());
         hdr.file.store(NO_FILE, Ordering::Relaxed);
-        hdr.state.store(0, Ordering::Release);
+        hdr.state
+            .store(u64::from(g) << frame::GEN_SHIFT, Ordering::Release);
     }
 
-    /// Tries to claim frame `f` for reuse: succeeds if it is unpinned, not
-    /// being read, and (when `max_usage` says so) not recently used. On
-    /// success the frame is pinned once by us, unmapped and EMPTY.
+    /// Tries to claim frame `f` for another block: succeeds if it is
+    /// unpinned, not being read, and (per `max_usage`) not recently used. On
+    /// success the frame is pinned once by us, EMPTY, at a new generation,
+    /// so every slot naming it goes stale at once (frame.rs rule 3).
     fn try_claim(&self, f: u32, max_usage: u64) -> Claim {
         let hdr = self.header(f);
         let mut s = hdr.load();
@@ -419,40 +463,19 @@ impl PoolInner {
                     }
                 }
             }
+            let n = frame::claimed(frame::gen(s).wrapping_add(1), Status::Empty);
             match hdr
                 .state
-                .compare_exchange_weak(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange_weak(s, n, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => break,
                 Err(cur) => s = cur,
             }
         }
-        // We hold a pin. Unmap the frame if it is mapped.
-        let file = hdr.file.load(Ordering::Relaxed);
-        if file != NO_FILE {
-            let block = hdr.block.load(Ordering::Relaxed);
-            let mut part = write(self.map.partition(file, block));
-            let s = hdr.load();
-            if frame::pins(s) != 1 || frame::status(s) == Status::Io {
-                // Someone found it through the map before we got the lock.
-                drop(part);
-                hdr.unpin();
-                return Claim::Busy;
-            }
-            if part.get(&(file, block)) == Some(&f) {
-                part.remove(&(file, block));
-            }
-            hdr.file.store(NO_FILE, Ordering::Relaxed);
-            // pins = 1 (ours), EMPTY, usage 0, no waiters (nobody can wait on
-            // a frame that is not IO).
-            hdr.state.store(1, Ordering::Release);
-            drop(part);
-            if frame::status(s) == Status::Valid {
-                self.evictions.fetch_add(1, Ordering::Relaxed);
-            }
-        } else {
-            hdr.state.store(1, Ordering::Release);
+        if frame::status(s) == Status::Valid {
+            self.evictions.fetch_add(1, Ordering::Relaxed);
         }
+        hdr.file.store(NO_FILE, Ordering::Relaxed);
         Claim::Got
     }
 
@@ -527,31 +550,33 @@ impl PoolInner {
     }
 
     fn invalidate(&self, file: FileId) -> usize {
+        let Some(table) = lock(&self.files).get(&file.0).cloned() else {
+            return 0;
+        };
         let mut dropped = 0;
-        for part in self.map.partitions() {
-            let mut part = write(part);
-            part.retain(|&(fl, _), &mut f| {
-                if fl != file.0 {
-                    return true;
-                }
-                let hdr = self.header(f);
-                let s = hdr.load();
-                if frame::pins(s) != 0 || frame::status(s) == Status::Io {
-                    return true;
-                }
-                // Under the write lock with pins == 0: claim and unmap.
-                if hdr
-                    .state
-                    .compare_exchange(s, 0, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    return true;
-                }
+        table.for_each_slot(|_, slot| {
+            let cur = slot.load(Ordering::Acquire);
+            if cur == EMPTY_SLOT {
+                return;
+            }
+            let (f, g) = table::unpack(cur);
+            let hdr = self.header(f);
+            let s = hdr.load();
+            if frame::gen(s) != g || frame::pins(s) != 0 || frame::status(s) == Status::Io {
+                return;
+            }
+            // Same move as a claim (rule 3), straight back to free.
+            let free = u64::from(g.wrapping_add(1)) << frame::GEN_SHIFT;
+            if hdr
+                .state
+                .compare_exchange(s, free, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
                 hdr.file.store(NO_FILE, Ordering::Relaxed);
+                let _ = slot.compare_exchange(cur, EMPTY_SLOT, Ordering::AcqRel, Ordering::Acquire);
                 dropped += 1;
-                false
-            });
-        }
+            }
+        });
         dropped
     }
 
