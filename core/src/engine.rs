@@ -33,16 +33,19 @@
 
 use crate::error::ReadError;
 use crate::stream::StreamShared;
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::Arc;
 use crate::BlockNumber;
 use std::fmt;
 use std::io::{self, IoSliceMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Identifies a file in the pool's block map. Streams over the same file
 /// must use the same id to share frames; different files need different ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileId(pub(crate) u64);
 
+/// Source of anonymous ids (a plain std atomic: a process-wide counter,
+/// outside anything loom models).
 static NEXT_ANON: AtomicU64 = AtomicU64::new(1 << 63);
 
 impl FileId {
@@ -160,7 +163,7 @@ pub struct ReadRequest {
     cached: bool,
     /// Whether this request has been finished (so `Drop` does nothing).
     finished: bool,
-    filters: Vec<Arc<dyn ReadFilter>>,
+    filters: Vec<std::sync::Arc<dyn ReadFilter>>,
     hooks: Vec<FinishHook>,
 }
 
@@ -286,7 +289,7 @@ impl ReadRequest {
     }
 
     /// Adds a result filter (fault injection), kept across remainders.
-    pub fn add_filter(&mut self, filter: Arc<dyn ReadFilter>) {
+    pub fn add_filter(&mut self, filter: std::sync::Arc<dyn ReadFilter>) {
         self.filters.push(filter);
     }
 

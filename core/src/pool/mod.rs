@@ -11,6 +11,8 @@
 //! `waiters.rs` for the wake-up hand-off.
 
 mod frame;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod ring;
 mod table;
 mod waiters;

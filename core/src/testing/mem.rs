@@ -2,8 +2,9 @@
 
 use super::stamp;
 use crate::engine::{EngineFile, FileId, IoEngine, ReadRequest};
-use crate::sync::{Arc, AtomicU64, Ordering};
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// An engine over in-memory files. Reads copy from the file's bytes and
 /// complete inline, before `start_read` returns; it follows the engine

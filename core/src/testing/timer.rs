@@ -1,11 +1,15 @@
 //! Timers for the latency wrapper, injected so core needs no runtime.
 
-use crate::sync::{lock, Arc, Mutex};
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::fmt;
-use std::sync::Condvar;
+// A real thread, never modelled by loom: plain std primitives.
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Runs a task at (or just after) a deadline.
 pub trait Timer: Send + Sync + fmt::Debug {

@@ -3,12 +3,18 @@
 
 use super::{SplitMix, Timer};
 use crate::engine::{IoEngine, ReadFilter, ReadRequest};
-use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 use crate::BlockNumber;
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+// Test utilities run on real threads, never under loom: plain std.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Latency a [`Delayed`] engine achieved: from `start_read` to the end of
 /// the read, as the stream sees it.

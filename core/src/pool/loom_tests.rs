@@ -1,0 +1,114 @@
+//! Loom models of the frame protocol. Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p pagestream --lib --release loom`.
+
+use super::*;
+use loom::sync::atomic::AtomicBool;
+use std::task::{Wake, Waker};
+
+fn pool(frames: usize) -> BufferPool {
+    BufferPool::builder()
+        .frames(frames)
+        .block_size(512)
+        .build()
+        .unwrap()
+}
+
+/// Installs `block` of `view` as VALID, unpinned.
+fn warm(p: &PoolInner, view: &mut FileView, block: u64) {
+    match p.lookup(view, block, None) {
+        Ok(Lookup::Read(f)) => {
+            p.finish_io(f, true);
+            p.unpin(f);
+        }
+        other => panic!("warm: {other:?}"),
+    }
+}
+
+/// A hit racing an eviction of the same frame for another block: the hit
+/// either pins the frame while it still holds block 0 (and the evictor
+/// backs off) or misses; it never pins the frame holding block 1.
+#[test]
+fn loom_hit_races_eviction() {
+    loom::model(|| {
+        let pool = pool(1);
+        let p = Arc::clone(&pool.inner);
+        let mut view = p.file_view(7);
+        warm(&p, &mut view, 0);
+        let p2 = Arc::clone(&p);
+        let mut view2 = p.file_view(7);
+        let hitter = loom::thread::spawn(move || {
+            if let Some(l) = p2.lookup_existing(&mut view2, 0) {
+                let f = match l {
+                    Lookup::Hit(f) => f,
+                    other => panic!("block 0 is valid, got {other:?}"),
+                };
+                assert_eq!(p2.header(f).block.load(Ordering::Relaxed), 0);
+                assert_eq!(p2.status(f), Status::Valid);
+                p2.unpin(f);
+            }
+        });
+        if let Ok(Lookup::Read(f)) = p.lookup(&mut view, 1, None) {
+            p.finish_io(f, true);
+            p.unpin(f);
+        }
+        hitter.join().unwrap();
+    });
+}
+
+/// Two streams missing on the same block at once: exactly one reads it, the
+/// other pins the same frame and sees the read in progress (or done).
+#[test]
+fn loom_one_reader_per_block() {
+    loom::model(|| {
+        let pool = pool(2);
+        let p = Arc::clone(&pool.inner);
+        let p2 = Arc::clone(&p);
+        let t = loom::thread::spawn(move || {
+            let mut v = p2.file_view(3);
+            p2.lookup(&mut v, 9, None).unwrap()
+        });
+        let mut v = p.file_view(3);
+        let a = p.lookup(&mut v, 9, None).unwrap();
+        let b = t.join().unwrap();
+        let reads = [a, b]
+            .iter()
+            .filter(|l| matches!(l, Lookup::Read(_)))
+            .count();
+        assert_eq!(reads, 1, "{a:?} {b:?}");
+        let frame = |l: Lookup| match l {
+            Lookup::Hit(f) | Lookup::Read(f) | Lookup::Busy(f) => f,
+        };
+        assert_eq!(frame(a), frame(b));
+    });
+}
+
+struct Flag(AtomicBool);
+impl Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A waiter registering while the reader finishes is never left asleep:
+/// either registration sees the read done, or the finisher wakes it.
+#[test]
+fn loom_waiter_is_never_lost() {
+    loom::model(|| {
+        let pool = pool(1);
+        let p = Arc::clone(&pool.inner);
+        let mut v = p.file_view(1);
+        let f = match p.lookup(&mut v, 0, None).unwrap() {
+            Lookup::Read(f) => f,
+            other => panic!("{other:?}"),
+        };
+        let flag = std::sync::Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(std::sync::Arc::clone(&flag));
+        let p2 = Arc::clone(&p);
+        let finisher = loom::thread::spawn(move || p2.finish_io(f, true));
+        let waiting = p.wait_io(f, &waker);
+        finisher.join().unwrap();
+        assert!(!waiting || flag.0.load(Ordering::SeqCst), "waiter lost");
+        assert_eq!(p.status(f), Status::Valid);
+        p.unpin(f);
+    });
+}
