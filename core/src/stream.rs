@@ -185,7 +185,12 @@ impl<E: IoEngine> StreamBuilder<E> {
             fast_path: self.fast_path,
             full: self.full,
         };
+        // This stream's claim on the pool: its whole pin budget (at most the
+        // pool), registered once. Look-ahead may use what the other streams
+        // have not claimed, and never less than a fair share.
+        let demand = budget.min(pool.nframes);
         pool.streams.fetch_add(1, Ordering::Relaxed);
+        pool.reserved.fetch_add(demand, Ordering::Relaxed);
         let block_size = pool.block_size;
         let file_view = pool.file_view(self.file.id().raw());
         Ok(ReadStream {
@@ -202,7 +207,7 @@ impl<E: IoEngine> StreamBuilder<E> {
             file: self.file,
             source,
             ring,
-            reserved: 0,
+            demand,
             planner: Planner::new(cfg),
             wait_started: None,
             done_scratch: Vec::new(),
@@ -249,8 +254,9 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     nblocks: u64,
     source: S,
     ring: Option<Ring>,
-    /// Look-ahead pins this stream last added to the pool's `reserved`.
-    reserved: usize,
+    /// This stream's claim on the pool's frames (its pin budget, at most the
+    /// pool), added to the pool's `reserved` while the stream lives.
+    demand: usize,
     planner: Planner<S::Data>,
     /// When the consumer started waiting, while it waits.
     wait_started: Option<Instant>,
@@ -301,7 +307,7 @@ struct StreamEnv<'a, E: IoEngine, S> {
     nblocks: u64,
     source: &'a mut S,
     ring: &'a mut Option<Ring>,
-    reserved: &'a mut usize,
+    demand: usize,
 }
 
 impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
@@ -354,20 +360,8 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         self.engine.advise(self.file, first, n);
     }
 
-    fn frames_available(&mut self, held: usize) -> usize {
-        let pool = &self.shared.pool;
-        // Publish what we hold when it moved by a quarter or more, so the
-        // shared counter is touched per read, not per page.
-        let old = *self.reserved;
-        if held.abs_diff(old) * 4 >= old.max(4) {
-            if held > old {
-                pool.reserved.fetch_add(held - old, Ordering::Relaxed);
-            } else {
-                pool.reserved.fetch_sub(old - held, Ordering::Relaxed);
-            }
-            *self.reserved = held;
-        }
-        pool.available_for(*self.reserved)
+    fn frames_available(&mut self, _held: usize) -> usize {
+        self.shared.pool.available_for(self.demand)
     }
 }
 
@@ -384,7 +378,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                 nblocks: self.nblocks,
                 source: &mut self.source,
                 ring: &mut self.ring,
-                reserved: &mut self.reserved,
+                demand: self.demand,
             },
         )
     }
@@ -536,7 +530,7 @@ impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {
         let (planner, mut env) = self.split();
         planner.reset(&mut env);
         let pool = &self.shared.pool;
-        pool.reserved.fetch_sub(self.reserved, Ordering::Relaxed);
+        pool.reserved.fetch_sub(self.demand, Ordering::Relaxed);
         pool.streams.fetch_sub(1, Ordering::Relaxed);
         lock(&pool.totals).merge(&self.planner.stats);
     }

@@ -265,8 +265,9 @@ pub(crate) struct PoolInner {
     hand: AtomicU64,
     /// Tasks waiting for another stream's read.
     waiters: Waiters,
-    /// Look-ahead pins that live streams last said they hold, summed; used to
-    /// size each stream's share at read start (not per page).
+    /// Frames live streams claim for look-ahead (each its pin budget, at most
+    /// the pool), summed; read when a stream looks ahead, written only when a
+    /// stream is built or dropped.
     pub(crate) reserved: AtomicUsize,
     /// Live streams on this pool.
     pub(crate) streams: AtomicUsize,
@@ -607,8 +608,10 @@ impl PoolInner {
         st
     }
 
-    /// Frames a stream may still pin for look-ahead, given what the other
-    /// live streams last reserved, never less than a fair share of the pool.
+    /// Frames a stream claiming `mine` may pin for look-ahead now: what the
+    /// other live streams have not claimed, and never less than a fair share
+    /// of the pool, so many streams on a small pool each keep several reads
+    /// in flight instead of one hogging it and the rest starving.
     pub(crate) fn available_for(&self, mine: usize) -> usize {
         let others = self.reserved.load(Ordering::Relaxed).saturating_sub(mine);
         let free = self.nframes.saturating_sub(others);
