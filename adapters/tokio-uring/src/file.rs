@@ -1,0 +1,168 @@
+//! [`TokioUringFile`]: an open file, buffered or `O_DIRECT`.
+
+use crate::sys;
+use pagestream::{EngineFile, FileId};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Frames in a pool are 4096-aligned: the strictest memory alignment an
+/// `O_DIRECT` file may ask for and still read straight into them.
+pub(crate) const FRAME_ALIGN: usize = 4096;
+
+/// An open file the [`TokioUringEngine`](crate::TokioUringEngine) reads.
+///
+/// A cheap handle (`Clone`, `Send`, `Sync`): it holds a plain file
+/// descriptor, not a tokio-uring object, so one open file may be read from
+/// several tokio-uring runtimes (one per thread); each read goes to the ring
+/// of the thread that starts it. Every read in flight holds the descriptor
+/// open until the kernel has finished with it.
+#[derive(Clone)]
+pub struct TokioUringFile {
+    pub(crate) inner: Arc<FileInner>,
+}
+
+pub(crate) struct FileInner {
+    pub(crate) file: std::fs::File,
+    pub(crate) path: PathBuf,
+    id: FileId,
+    pub(crate) direct: bool,
+    /// O_DIRECT file offset / length alignment (1 when buffered).
+    pub(crate) align: usize,
+}
+
+impl FileInner {
+    pub(crate) fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+impl fmt::Debug for TokioUringFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokioUringFile")
+            .field("path", &self.inner.path)
+            .field("id", &self.inner.id)
+            .field("direct", &self.inner.direct)
+            .field("align", &self.inner.align)
+            .finish()
+    }
+}
+
+impl TokioUringFile {
+    /// Opens `path` read-only, buffered (the kernel reads ahead and caches).
+    pub fn open(path: impl AsRef<Path>) -> io::Result<TokioUringFile> {
+        Self::open_inner(path.as_ref(), None)
+    }
+
+    /// Opens `path` read-only with `O_DIRECT`, for streams whose pool has
+    /// `block_size`-byte blocks.
+    ///
+    /// Fails with [`io::ErrorKind::InvalidInput`], naming the block size and
+    /// the alignment, when `block_size` is not a power of two of at least
+    /// 512 that is a multiple of the file offset alignment the kernel
+    /// reports for the file (`statx(STATX_DIOALIGN)`, else `st_blksize`), or
+    /// when the file system wants memory aligned beyond the pool's 4096-byte
+    /// frames. The file is then not opened.
+    pub fn open_direct(path: impl AsRef<Path>, block_size: usize) -> io::Result<TokioUringFile> {
+        Self::open_inner(path.as_ref(), Some(block_size))
+    }
+
+    fn open_inner(path: &Path, direct: Option<usize>) -> io::Result<TokioUringFile> {
+        if let Some(bs) = direct {
+            if bs < 512 || !bs.is_power_of_two() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "block size {bs} is not a power of two of at least 512 bytes \
+                         (opening {} with O_DIRECT)",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        let mut oo = std::fs::OpenOptions::new();
+        oo.read(true);
+        if direct.is_some() {
+            oo.custom_flags(libc::O_DIRECT);
+        }
+        let file = oo.open(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot open {}{}: {e}",
+                    path.display(),
+                    if direct.is_some() {
+                        " with O_DIRECT"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        })?;
+        let md = file.metadata()?;
+        let align = match direct {
+            None => 1,
+            Some(bs) => {
+                let (mem, off) = sys::dio_align(file.as_raw_fd())
+                    .unwrap_or_else(|| (512, (md.blksize() as usize).max(512)));
+                if bs % off != 0 || FRAME_ALIGN % mem != 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "block size {bs} does not meet the O_DIRECT alignment of {}: \
+                             file offsets and lengths must be multiples of {off} bytes and \
+                             memory aligned to {mem} (pool frames are aligned to \
+                             {FRAME_ALIGN}); use a block size that is a multiple of {off}",
+                            path.display()
+                        ),
+                    ));
+                }
+                off
+            }
+        };
+        Ok(TokioUringFile {
+            inner: Arc::new(FileInner {
+                id: FileId::from_dev_ino(md.dev(), md.ino()),
+                file,
+                path: path.to_owned(),
+                direct: direct.is_some(),
+                align,
+            }),
+        })
+    }
+
+    /// Whether the file was opened with `O_DIRECT`.
+    pub fn is_direct(&self) -> bool {
+        self.inner.direct
+    }
+
+    /// The alignment reads of this file need: the `O_DIRECT` file offset
+    /// alignment, or 1 for a buffered file. Reads that do not meet it (the
+    /// remainder of a short read that ended mid-sector) go through a small
+    /// aligned bounce buffer.
+    pub fn alignment(&self) -> usize {
+        self.inner.align
+    }
+
+    /// The path the file was opened with.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+}
+
+impl EngineFile for TokioUringFile {
+    fn id(&self) -> FileId {
+        self.inner.id
+    }
+
+    fn byte_len(&self) -> io::Result<u64> {
+        Ok(self.inner.file.metadata()?.len())
+    }
+
+    fn kernel_readahead(&self) -> bool {
+        !self.inner.direct
+    }
+}

@@ -1,0 +1,220 @@
+//! Engine behaviour beyond the conformance suite: reads complete on their own
+//! when the issuing stream is dropped or not polled, a runtime shutting down
+//! with reads in flight leaves no frame valid or pinned, reads started
+//! outside a runtime fail cleanly, and O_DIRECT alignment is checked at open.
+
+mod common;
+
+use common::{engine_or_skip, stamped, temp_path, write_stamped};
+use futures::StreamExt;
+use pagestream::testing::stamp;
+use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
+use pagestream_tokio_uring::{try_start, TokioUringFile};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+const BS: usize = 8192;
+
+/// Polls `fut` exactly once.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Lets every other task of the runtime run once.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Stream A starts reads, then is dropped (or kept but never polled again);
+/// stream B over the same blocks on the same pool waits for A's reads
+/// instead of issuing its own, and finishes with every page right.
+#[test]
+fn abandoned_stream_does_not_block_another() {
+    let Some(engine) = engine_or_skip("abandoned_stream_does_not_block_another") else {
+        return;
+    };
+    for (direct, drop_a) in [(false, true), (false, false), (true, true), (true, false)] {
+        let n = 256;
+        let (file, seed) = stamped(n, BS, direct);
+        let pool = BufferPool::new(512, BS).expect("pool");
+        let what = format!("direct={direct} drop_a={drop_a}");
+        tokio_uring::start(async {
+            let mut a = ReadStream::builder(&pool, engine.clone(), file.clone())
+                .max_ios(8)
+                .io_combine_limit(16)
+                .full(true)
+                .build(source::forward(0..n))
+                .expect("build a");
+            // One poll: A looks ahead and starts reads; their tasks have not
+            // run yet, so nothing can be ready.
+            assert!(
+                poll_once(&mut a.next()).await.is_pending(),
+                "{what}: A got a page before any read ran"
+            );
+            let in_flight = pool.stats().reading;
+            assert!(in_flight > 0, "{what}: A started no reads");
+            let kept = if drop_a {
+                drop(a);
+                None
+            } else {
+                Some(a)
+            };
+            let mut b = ReadStream::builder(&pool, engine.clone(), file.clone())
+                .max_ios(4)
+                .io_combine_limit(8)
+                .build(source::forward(0..n))
+                .expect("build b");
+            let mut i = 0;
+            while let Some(page) = b.next().await {
+                let page = page.unwrap_or_else(|e| panic!("{what}: block {i}: {e}"));
+                assert_eq!(page.block(), i, "{what}");
+                assert!(stamp::check(seed, i, &page), "{what}: block {i} wrong");
+                i += 1;
+            }
+            assert_eq!(i, n, "{what}: B ended early");
+            let st = b.close().await;
+            // A's reads delivered their blocks to B: B read fewer blocks
+            // itself than it returned.
+            assert!(
+                st.blocks_read <= n - in_flight as u64,
+                "{what}: B re-read blocks A was reading ({in_flight} in flight): {st}"
+            );
+            drop(kept);
+        });
+        let ps = pool.stats();
+        assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+    }
+}
+
+/// The runtime shuts down while reads are submitted and not yet reaped:
+/// tokio-uring cancels them and waits for the kernel, the requests are
+/// dropped, and their frames are empty again (never valid, never pinned).
+/// A new runtime then reads every page right through the same pool.
+#[test]
+fn runtime_shutdown_with_reads_in_flight() {
+    let Some(engine) = engine_or_skip("runtime_shutdown_with_reads_in_flight") else {
+        return;
+    };
+    for direct in [false, true] {
+        // More blocks than the first poll can have in flight (16 x 32).
+        let n = 2048;
+        let (file, seed) = stamped(n, BS, direct);
+        let id = file.id();
+        let pool = BufferPool::new(1024, BS).expect("pool");
+        let started = try_start(async {
+            let mut a = ReadStream::builder(&pool, engine.clone(), file.clone())
+                .max_ios(16)
+                .io_combine_limit(32)
+                .full(true)
+                .build(source::forward(0..n))
+                .expect("build");
+            assert!(poll_once(&mut a.next()).await.is_pending());
+            let reading = pool.stats().reading;
+            // The read tasks run once: each submits its SQE and waits.
+            YieldNow(false).await;
+            drop(a);
+            reading
+        })
+        .expect("runtime");
+        assert!(started > 0, "direct={direct}: no reads were started");
+        let ps = pool.stats();
+        assert_eq!(
+            (ps.pinned, ps.reading),
+            (0, 0),
+            "direct={direct}: after shutdown: {ps}"
+        );
+        // Whatever was not reaped before the shutdown is not valid now; what
+        // is valid must be right, which the full scan below checks.
+        let valid_before = (0..n).filter(|&b| pool.contains(id, b)).count();
+        assert!(
+            valid_before < n as usize,
+            "direct={direct}: every block valid although reads were cancelled"
+        );
+        try_start(async {
+            let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+                .build(source::forward(0..n))
+                .expect("build");
+            let mut i = 0;
+            while let Some(page) = s.next().await {
+                let page = page.expect("page");
+                assert!(stamp::check(seed, i, &page), "block {i} wrong");
+                i += 1;
+            }
+            assert_eq!(i, n);
+            let st = s.close().await;
+            assert_eq!(st.hits as usize, valid_before, "{st}");
+        })
+        .expect("runtime");
+    }
+}
+
+/// A stream polled outside any runtime gets an error naming the problem for
+/// its blocks, not a panic, and leaves nothing pinned or being read.
+#[test]
+fn read_outside_runtime_fails_cleanly() {
+    let Some(engine) = engine_or_skip("read_outside_runtime_fails_cleanly") else {
+        return;
+    };
+    let (file, _) = stamped(8, BS, false);
+    let pool = BufferPool::new(16, BS).expect("pool");
+    let mut s = ReadStream::builder(&pool, engine, file)
+        .build(source::forward(0..8))
+        .expect("build");
+    let first = futures::executor::block_on(s.next()).expect("an item");
+    let e = first.expect_err("a read outside a runtime must fail");
+    assert!(
+        matches!(ReadError::from_io(&e), Some(ReadError::Io { block: 0, .. })),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("outside a tokio-uring runtime"),
+        "{e}"
+    );
+    drop(s);
+    let ps = pool.stats();
+    assert_eq!((ps.pinned, ps.reading, ps.valid), (0, 0, 0), "{ps}");
+}
+
+/// O_DIRECT with a block size the file system cannot align to is refused at
+/// open with InvalidInput naming the block size; a good one is accepted.
+#[test]
+fn direct_alignment_checked_at_open() {
+    let path = temp_path("align");
+    write_stamped(&path, 1, 4, 4096);
+    for bad in [256usize, 1000, 6144] {
+        let e = TokioUringFile::open_direct(&path, bad).expect_err("bad block size");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(&format!("block size {bad}")), "{e}");
+    }
+    let f = TokioUringFile::open_direct(&path, 4096).expect("4096 works on this machine");
+    assert!(f.is_direct() && !f.kernel_readahead());
+    let align = f.alignment();
+    assert!(align >= 512 && 4096 % align == 0, "alignment {align}");
+    if align > 512 {
+        let e = TokioUringFile::open_direct(&path, 512).expect_err("below the alignment");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("block size 512") && msg.contains(&align.to_string()),
+            "{msg}"
+        );
+    }
+    let b = TokioUringFile::open(&path).expect("buffered");
+    assert!(!b.is_direct() && b.kernel_readahead() && b.alignment() == 1);
+    assert_eq!(b.byte_len().expect("len"), 4 * 4096);
+    assert_eq!(b.id(), f.id(), "same file, same id");
+    std::fs::remove_file(&path).expect("unlink");
+}
