@@ -1,0 +1,3 @@
+//! # pagestream-glommio
+//!
+//! A [`pagestream`] engine on glommio DMA files (work in progress).
