@@ -113,3 +113,214 @@ impl<D, I: Iterator<Item = (BlockNumber, D)>> BlockSource for WithData<I> {
         self.0.next()
     }
 }
+
+// ---------------------------------------------------------------------------
+// Parallel scans: a shared block allocator.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Largest chunk a parallel scan hands out (PostgreSQL's
+/// `PARALLEL_SEQSCAN_MAX_CHUNK_SIZE`).
+pub const PARALLEL_MAX_CHUNK: u64 = 8192;
+/// Aim for this many chunks per scan (`PARALLEL_SEQSCAN_NCHUNKS`).
+const PARALLEL_NCHUNKS: u64 = 2048;
+/// Chunks shrink over the last this many chunks (`PARALLEL_SEQSCAN_RAMPDOWN_CHUNKS`).
+const PARALLEL_RAMPDOWN: u64 = 64;
+
+/// A parallel scan of blocks `0..nblocks`: several worker streams share one
+/// allocator that hands out chunks, so every block goes to exactly one
+/// worker and each worker's chunks are runs it can combine into large
+/// reads. Chunks are large (about `nblocks / 2048`, a power of two, at most
+/// 8192 blocks) and halve over the last 64 chunks so workers finish together,
+/// as PostgreSQL's parallel sequential scan does.
+///
+/// ```
+/// use pagestream::source::{BlockSource, ParallelScan};
+/// let scan = ParallelScan::new(100);
+/// let (mut a, mut b) = (scan.worker(), scan.worker());
+/// let mut seen = Vec::new();
+/// loop {
+///     let x = a.next_block();
+///     let y = b.next_block();
+///     if x.is_none() && y.is_none() { break }
+///     seen.extend(x.map(|p| p.0)); seen.extend(y.map(|p| p.0));
+/// }
+/// seen.sort();
+/// assert_eq!(seen, (0..100).collect::<Vec<_>>());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ParallelScan {
+    shared: Arc<ParallelShared>,
+}
+
+#[derive(Debug)]
+struct ParallelShared {
+    nblocks: u64,
+    chunk: u64,
+    next: AtomicU64,
+}
+
+impl ParallelScan {
+    /// A parallel scan of `0..nblocks`.
+    pub fn new(nblocks: u64) -> Self {
+        let chunk = (nblocks / PARALLEL_NCHUNKS)
+            .max(1)
+            .next_power_of_two()
+            .min(PARALLEL_MAX_CHUNK);
+        ParallelScan {
+            shared: Arc::new(ParallelShared {
+                nblocks,
+                chunk,
+                next: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The chunk size it starts with.
+    pub fn chunk_size(&self) -> u64 {
+        self.shared.chunk
+    }
+
+    /// A source for one more worker.
+    pub fn worker(&self) -> ParallelWorker {
+        ParallelWorker {
+            shared: Arc::clone(&self.shared),
+            chunk: self.shared.chunk,
+            cur: 0,
+            end: 0,
+        }
+    }
+}
+
+/// One worker's share of a [`ParallelScan`].
+#[derive(Debug)]
+pub struct ParallelWorker {
+    shared: Arc<ParallelShared>,
+    chunk: u64,
+    cur: u64,
+    end: u64,
+}
+
+impl BlockSource for ParallelWorker {
+    type Data = ();
+    fn next_block(&mut self) -> Option<(BlockNumber, ())> {
+        if self.cur == self.end {
+            let sh = &self.shared;
+            let rampdown_at = sh.nblocks.saturating_sub(sh.chunk * PARALLEL_RAMPDOWN);
+            if self.chunk > 1 && sh.next.load(Ordering::Relaxed) >= rampdown_at {
+                self.chunk /= 2;
+            }
+            let start = sh.next.fetch_add(self.chunk, Ordering::Relaxed);
+            if start >= sh.nblocks {
+                return None;
+            }
+            self.cur = start;
+            self.end = (start + self.chunk).min(sh.nblocks);
+        }
+        let b = self.cur;
+        self.cur += 1;
+        Some((b, ()))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Synchronized scans.
+
+/// How often a synchronized scan reports where it is, in blocks
+/// (PostgreSQL's `SYNC_SCAN_REPORT_INTERVAL` is 128 KiB).
+pub const SYNC_SCAN_REPORT_INTERVAL: u64 = 16;
+
+/// Where running scans of each file have reached, so a new scan can start
+/// there and share their reads (PostgreSQL's synchronized sequential scans).
+/// Clone it freely; clones share positions. Keys are any `u64` naming the
+/// file, typically [`FileId::raw`](crate::FileId::raw).
+#[derive(Debug, Clone, Default)]
+pub struct SyncScans {
+    positions: Arc<Mutex<std::collections::HashMap<u64, u64>>>,
+}
+
+impl SyncScans {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Where a scan of `file` should start: the last reported position, or 0.
+    pub fn start_of(&self, file: u64, nblocks: u64) -> u64 {
+        let p = *self.lock().get(&file).unwrap_or(&0);
+        if p < nblocks {
+            p
+        } else {
+            0
+        }
+    }
+
+    fn report(&self, file: u64, block: u64) {
+        self.lock().insert(file, block);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, u64>> {
+        self.positions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A scan of `0..nblocks` of `file` that starts where running scans
+    /// are, wraps around, and reports its position as it goes.
+    ///
+    /// ```
+    /// use pagestream::source::{BlockSource, SyncScans};
+    /// let reg = SyncScans::new();
+    /// let mut first = reg.scan(1, 100);
+    /// for _ in 0..40 { first.next_block(); }
+    /// let mut second = reg.scan(1, 100);
+    /// let b = second.next_block().unwrap().0;
+    /// assert!(b >= 16 && b < 40, "joins the first scan, got {b}");
+    /// ```
+    pub fn scan(&self, file: u64, nblocks: u64) -> SyncScan {
+        let start = self.start_of(file, nblocks);
+        SyncScan {
+            reg: self.clone(),
+            file,
+            nblocks,
+            start,
+            next: start,
+            done: nblocks == 0,
+        }
+    }
+}
+
+/// A synchronized scan; see [`SyncScans::scan`].
+#[derive(Debug)]
+pub struct SyncScan {
+    reg: SyncScans,
+    file: u64,
+    nblocks: u64,
+    start: u64,
+    next: u64,
+    done: bool,
+}
+
+impl SyncScan {
+    /// The block this scan started at.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+}
+
+impl BlockSource for SyncScan {
+    type Data = ();
+    fn next_block(&mut self) -> Option<(BlockNumber, ())> {
+        if self.done {
+            return None;
+        }
+        let b = self.next;
+        if b % SYNC_SCAN_REPORT_INTERVAL == 0 {
+            self.reg.report(self.file, b);
+        }
+        self.next = if b + 1 == self.nblocks { 0 } else { b + 1 };
+        if self.next == self.start {
+            self.done = true;
+        }
+        Some((b, ()))
+    }
+}
