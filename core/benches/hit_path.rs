@@ -38,10 +38,12 @@ fn stream_scan(
     file: &MemFile,
     n: u64,
     fast_path: bool,
+    prefetch: bool,
 ) -> (f64, u64) {
     let t = Instant::now();
     let mut s = ReadStream::builder(pool, engine.clone(), file.clone())
         .fast_path(fast_path)
+        .prefetch(prefetch)
         .build(source::forward(0..n))
         .unwrap();
     let mut sum = 0u64;
@@ -93,6 +95,7 @@ fn main() {
         ("Vec<page> iteration, 1 thread", vec![]),
         ("stream hot scan, 1 thread", vec![]),
         ("stream hot scan, no fast path", vec![]),
+        ("stream hot scan, prefetch on", vec![]),
         ("stream hot scan, 2 threads, same file", vec![]),
         ("stream hot scan, 2 threads, two files", vec![]),
     ];
@@ -100,17 +103,22 @@ fn main() {
         // Interleave the configurations run by run.
         let (t, s1) = vec_scan(&pages);
         rows[0].1.push(t);
-        let (t, s2) = stream_scan(&pool, &engine, &fa, n, true);
+        let (t, s2) = stream_scan(&pool, &engine, &fa, n, true, false);
         assert_eq!(s1, s2, "checksums differ");
         rows[1].1.push(t);
-        rows[2].1.push(stream_scan(&pool, &engine, &fa, n, false).0);
-        for (k, files) in [(3, [&fa, &fa]), (4, [&fa, &fb])] {
+        rows[2]
+            .1
+            .push(stream_scan(&pool, &engine, &fa, n, false, false).0);
+        rows[3]
+            .1
+            .push(stream_scan(&pool, &engine, &fa, n, true, true).0);
+        for (k, files) in [(4, [&fa, &fa]), (5, [&fa, &fb])] {
             let t = std::thread::scope(|sc| {
                 let hs: Vec<_> = files
                     .iter()
                     .map(|f| {
                         let (pool, engine) = (pool.clone(), engine.clone());
-                        sc.spawn(move || stream_scan(&pool, &engine, f, n, true).0)
+                        sc.spawn(move || stream_scan(&pool, &engine, f, n, true, false).0)
                     })
                     .collect();
                 hs.into_iter()

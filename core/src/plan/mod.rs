@@ -254,6 +254,15 @@ impl<D> Planner<D> {
         self.pinned
     }
 
+    /// The frame of the next entry to hand out, if it is ready.
+    #[inline]
+    pub(crate) fn next_ready_frame(&self) -> Option<u32> {
+        match self.queue.front() {
+            Some(e) if matches!(e.slot, Slot::Ready) => Some(e.frame),
+            _ => None,
+        }
+    }
+
     pub(crate) fn in_fast_path(&self) -> bool {
         self.in_fast_path
     }
