@@ -52,6 +52,10 @@ options:
   --pool-frames N     buffer pool frames for cold/warm runs (default 16384;
                       hot uses a pool holding the whole file)
   --block-size SIZE   block size (default 8KiB)
+  --ring SIZE|auto|off  ring for cold/warm scans (default auto: 256KiB when the
+                      file is larger than a quarter of the pool)
+  --baseline-buffer SIZE  read-loop buffer (default 128KiB)
+  --no-read-loop      skip the read-loop baseline in warm runs
   --repeat N          runs of each mode (default 1; with more, medians)
   --nowait on|off     inline RWF_NOWAIT attempt for buffered reads (default on)
   --threads N         I/O threads (default 16)
@@ -89,6 +93,10 @@ struct Opts {
     nowait: bool,
     threads: usize,
     json: bool,
+    /// `None`: auto; `Some(0)`: off; `Some(bytes)`.
+    ring: Option<usize>,
+    baseline_buffer: usize,
+    read_loop: bool,
 }
 
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
@@ -105,6 +113,9 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         nowait: true,
         threads: pagestream_threadpool::DEFAULT_THREADS,
         json: false,
+        ring: None,
+        baseline_buffer: 128 << 10,
+        read_loop: true,
     };
     let mut cache_given = false;
     while let Some(arg) = args.next_arg()? {
@@ -145,6 +156,29 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             }
             "threads" => o.threads = args.number()?,
             "json" => o.json = true,
+            "no-read-loop" => o.read_loop = false,
+            "ring" => {
+                o.ring = args.parsed(|s| match s {
+                    "auto" => Ok(None),
+                    "off" => Ok(Some(0)),
+                    _ => {
+                        let v = parse_size(s)?;
+                        match usize::try_from(v) {
+                            Ok(0) | Err(_) => Err(format!("{s:?}: expected a size, auto or off")),
+                            Ok(v) => Ok(Some(v)),
+                        }
+                    }
+                })?
+            }
+            "baseline-buffer" => {
+                o.baseline_buffer = args.parsed(|s| {
+                    let v = parse_size(s)?;
+                    match usize::try_from(v) {
+                        Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
+                        _ => Err(format!("{s:?}: expected a size from 1 byte to 1GiB")),
+                    }
+                })?
+            }
             _ => return Err(args.unknown(&arg)),
         }
     }
@@ -206,6 +240,8 @@ struct Run {
     engine: Option<EngineStats>,
     pool_frames: usize,
     ring_frames: usize,
+    /// Pool frames holding a block after the run, evictions, ring reuses.
+    pool: Option<(usize, u64, u64)>,
 }
 
 impl Run {
@@ -251,6 +287,11 @@ impl Run {
                 .set("max_distance", s.max_distance)
                 .set("advice", s.advice)
                 .set("fast_path_pages", s.fast_path_pages);
+        }
+        if let Some((valid, ev, ring)) = self.pool {
+            j.set("pool_valid", valid)
+                .set("pool_evictions", ev)
+                .set("pool_ring_reuses", ring);
         }
         if let Some(e) = &self.engine {
             j.set("engine_nowait_full", e.nowait_full)
@@ -326,14 +367,21 @@ impl Ctx {
     fn scan_run(&self, mode: Mode, rep: usize, resident: f64) -> io::Result<Run> {
         let frames = self.o.pool_frames.unwrap_or(16384);
         let pool = BufferPool::new(frames, self.o.block_size).map_err(io::Error::from)?;
-        let ring = (self.nblocks > frames as u64 / 4).then_some(RingSize::BULKREAD);
-        let ring_frames = ring
-            .map_or(0, |_| (256 << 10) / self.o.block_size)
-            .max(usize::from(ring.is_some()));
+        let (ring, ring_frames) = match self.o.ring {
+            None if self.nblocks > frames as u64 / 4 => (
+                Some(RingSize::BULKREAD),
+                ((256 << 10) / self.o.block_size).max(1),
+            ),
+            None | Some(0) => (None, 0),
+            Some(b) => (Some(RingSize::Bytes(b)), b.div_ceil(self.o.block_size)),
+        };
         let before = self.engine.stats();
         let (ck, secs, st) = self.stream_scan(&pool, ring)?;
         let eng = diff(before, self.engine.stats());
-        Ok(self.stream_run(mode, rep, resident, ck, secs, st, eng, frames, ring_frames))
+        let mut run = self.stream_run(mode, rep, resident, ck, secs, st, eng, frames, ring_frames);
+        let ps = pool.stats();
+        run.pool = Some((ps.valid, ps.evictions, ps.ring_reuses));
+        Ok(run)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -366,6 +414,7 @@ impl Ctx {
             engine: Some(eng),
             pool_frames: frames,
             ring_frames,
+            pool: None,
         }
     }
 
@@ -405,7 +454,7 @@ impl Ctx {
     fn read_loop(&self, rep: usize) -> io::Result<Run> {
         let resident = self.make_warm()?;
         let bs = self.o.block_size;
-        let mut buf = vec![0u8; (128 << 10).max(bs)];
+        let mut buf = vec![0u8; self.o.baseline_buffer.div_ceil(bs) * bs];
         let mut f = File::open(&self.path)?;
         let limit = self.bytes();
         let start = Instant::now();
@@ -457,6 +506,7 @@ impl Ctx {
             engine: None,
             pool_frames: 0,
             ring_frames: 0,
+            pool: None,
         })
     }
 
@@ -511,6 +561,9 @@ fn print_row(r: &Run) {
                 "    Engine: nowait full={} partial={} would-block={}  thread preads={}",
                 e.nowait_full, e.nowait_partial, e.nowait_would_block, e.thread_preads
             );
+        }
+        if let Some((valid, ev, ring)) = r.pool {
+            println!("    Pool: frames holding blocks={valid} evictions={ev} ring reuses={ring}");
         }
     }
 }
@@ -600,6 +653,7 @@ fn run(o: Opts) -> io::Result<()> {
         for &mode in &modes {
             let batch = match mode {
                 Mode::Cold => vec![ctx.cold(rep)?],
+                Mode::Warm if !ctx.o.read_loop => vec![ctx.warm_stream(rep)?],
                 Mode::Warm if rep % 2 == 0 => vec![ctx.read_loop(rep)?, ctx.warm_stream(rep)?],
                 Mode::Warm => vec![ctx.warm_stream(rep)?, ctx.read_loop(rep)?],
                 Mode::Hot => vec![ctx.hot(rep)?],
