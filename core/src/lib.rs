@@ -62,9 +62,9 @@
 //!   at least its fair share, `frames / live streams`), and why a small pool
 //!   makes reads smaller before it makes them fewer. A [`PageGuard`] owns
 //!   exactly one pin; dropping it unpins.
-//! - **The planner** (module [`plan`](crate::AdvicePolicy), private) is the
+//! - **The planner** (a private module; see [`design`]) is the
 //!   read-stream state machine: distance, combining, backward runs, advice,
-//!   the fast path. Its header comment explains the algorithm in full.
+//!   the fast path. The [`design`] module explains the algorithm in full.
 //! - **Engines** ([`IoEngine`], module [`engine`]) read into frames they own
 //!   until they complete the request; completion publishes frames and wakes
 //!   waiters by itself, so it never depends on the issuing stream being
@@ -75,7 +75,7 @@
 //!
 //! # Test engines
 //!
-//! With the `testing` feature, [`testing`] has an in-memory engine, wrappers
+//! With the `testing` feature, the `testing` module has an in-memory engine, wrappers
 //! that add latency, cap concurrency and inject faults, and the conformance
 //! suite every engine's tests run.
 
@@ -119,3 +119,6 @@ pub use stream::{ReadStream, StreamBuilder, MAX_IOS, MAX_IO_COMBINE_LIMIT};
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+#[doc = include_str!("../DESIGN.md")]
+pub mod design {}
