@@ -5,7 +5,7 @@
 //! stamped file) and calls [`run_all`] under its runtime, e.g.
 //! `futures::executor::block_on(run_all(&h))`, inside `tokio_uring::start`,
 //! or on a glommio executor. Each scenario builds its own pool, verifies
-//! every page byte for byte against its [`stamp`](super::stamp), checks the
+//! every page byte for byte against its [`stamp`], checks the
 //! stats that must hold on any engine, and checks that no pin is left
 //! behind. A failing scenario panics with the scenario's name and what
 //! differed.
