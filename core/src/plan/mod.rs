@@ -273,13 +273,15 @@ impl<D> Planner<D> {
     }
 
     /// Blocks per read right now: the combine limit, unless frames are so
-    /// scarce that full-sized reads would leave `max_ios` unused.
+    /// scarce that full-sized reads would leave `max_ios` unused; then the
+    /// smallest size at which `max_ios` reads cover the frames, so as many
+    /// pages as the frames allow are in flight, in as many reads as allowed.
     fn eff_combine(&self) -> usize {
         let cap = self.cap();
         if cap >= self.cfg.budget {
             self.cfg.combine
         } else {
-            (cap / self.cfg.max_ios).clamp(1, self.cfg.combine)
+            cap.div_ceil(self.cfg.max_ios).clamp(1, self.cfg.combine)
         }
     }
 
