@@ -16,7 +16,7 @@
 use super::{stamp, Faulty, SplitMix, Stall};
 use crate::engine::{EngineFile, IoEngine};
 use crate::source::{self, BlockSource};
-use crate::{BlockNumber, BufferPool, ReadError, ReadStream, RingSize, StreamBuilder};
+use crate::{BlockNumber, BufferPool, ReadError, ReadStream, RingSize, StreamBuilder, StreamStats};
 use futures::StreamExt;
 use std::fmt::Debug;
 use std::io;
@@ -124,6 +124,39 @@ fn assert_no_pins(pool: &BufferPool, what: &str) {
     assert_eq!(st.reading, 0, "{what}: reads left in flight: {st}");
 }
 
+/// Drains `stream` with [`drain_verify`], closes it and returns its stats.
+async fn verified<E, S>(
+    mut stream: ReadStream<E, S>,
+    seed: u64,
+    expect: &[BlockNumber],
+    what: &str,
+) -> StreamStats
+where
+    E: IoEngine,
+    S: BlockSource,
+{
+    drain_verify(&mut stream, seed, expect, what).await;
+    stream.close().await
+}
+
+/// A fresh forward scan of `0..n` on `pool` must see every page right and
+/// leave no pin: the pool is usable after whatever came before.
+async fn full_scan_afterwards<H: Harness>(
+    h: &H,
+    pool: &BufferPool,
+    file: FileOf<H>,
+    seed: u64,
+    n: u64,
+    what: &str,
+) {
+    let expect: Vec<_> = (0..n).collect();
+    let s = builder(pool, h, file)
+        .build(source::forward(0..n))
+        .expect("build");
+    verified(s, seed, &expect, what).await;
+    assert_no_pins(pool, what);
+}
+
 async fn scan<H, S>(
     h: &H,
     pool: &BufferPool,
@@ -136,13 +169,17 @@ async fn scan<H, S>(
     H: Harness,
     S: BlockSource,
 {
-    let mut s = builder(pool, h, file)
-        .max_ios(4)
-        .io_combine_limit(8)
-        .build(src)
-        .expect("build");
-    drain_verify(&mut s, seed, expect, what).await;
-    let st = s.close().await;
+    let st = verified(
+        builder(pool, h, file)
+            .max_ios(4)
+            .io_combine_limit(8)
+            .build(src)
+            .expect("build"),
+        seed,
+        expect,
+        what,
+    )
+    .await;
     assert_eq!(st.pages, expect.len() as u64, "{what}: stats.pages");
     assert!(st.max_in_flight <= 4, "{what}: max_ios exceeded: {st}");
     assert!(
@@ -247,13 +284,17 @@ pub async fn repeated<H: Harness>(h: &H) {
     let (file, seed) = h.stamped_file(n, BS);
     let pool = BufferPool::new(256, BS).expect("pool");
     let blocks: Vec<u64> = vec![3, 3, 3, 4, 4, 5, 3, 2, 1, 1, 0, 7, 6, 7, 6, 63, 63, 62, 63];
-    let mut s = builder(&pool, h, file)
-        .max_ios(4)
-        .io_combine_limit(8)
-        .build(source::iter(blocks.clone()))
-        .expect("build");
-    drain_verify(&mut s, seed, &blocks, "repeated").await;
-    let st = s.close().await;
+    let st = verified(
+        builder(&pool, h, file)
+            .max_ios(4)
+            .io_combine_limit(8)
+            .build(source::iter(blocks.clone()))
+            .expect("build"),
+        seed,
+        &blocks,
+        "repeated",
+    )
+    .await;
     let distinct: std::collections::HashSet<_> = blocks.iter().collect();
     assert_eq!(
         st.blocks_read,
@@ -268,12 +309,16 @@ pub async fn zigzag<H: Harness>(h: &H) {
     let (file, seed) = h.stamped_file(32, BS);
     let pool = BufferPool::new(64, BS).expect("pool");
     let blocks = vec![10, 11, 12, 9, 8, 7, 20];
-    let mut s = builder(&pool, h, file)
-        .full(true)
-        .build(source::iter(blocks.clone()))
-        .expect("build");
-    drain_verify(&mut s, seed, &blocks, "zigzag").await;
-    let st = s.close().await;
+    let st = verified(
+        builder(&pool, h, file)
+            .full(true)
+            .build(source::iter(blocks.clone()))
+            .expect("build"),
+        seed,
+        &blocks,
+        "zigzag",
+    )
+    .await;
     assert_eq!(
         (st.reads, st.backward_reads, st.blocks_read),
         (3, 1, 7),
@@ -289,18 +334,26 @@ pub async fn backward_partly_cached<H: Harness>(h: &H) {
     let (file, seed) = h.stamped_file(n, BS);
     let pool = BufferPool::new(128, BS).expect("pool");
     let warm: Vec<u64> = (20..24).collect();
-    let mut s = builder(&pool, h, file.clone())
-        .build(source::iter(warm.clone()))
-        .expect("build");
-    drain_verify(&mut s, seed, &warm, "backward_partly_cached warm-up").await;
-    s.close().await;
+    verified(
+        builder(&pool, h, file.clone())
+            .build(source::iter(warm.clone()))
+            .expect("build"),
+        seed,
+        &warm,
+        "backward_partly_cached warm-up",
+    )
+    .await;
     let expect: Vec<_> = (0..n).rev().collect();
-    let mut s = builder(&pool, h, file)
-        .full(true)
-        .build(source::backward(0..n))
-        .expect("build");
-    drain_verify(&mut s, seed, &expect, "backward_partly_cached").await;
-    let st = s.close().await;
+    let st = verified(
+        builder(&pool, h, file)
+            .full(true)
+            .build(source::backward(0..n))
+            .expect("build"),
+        seed,
+        &expect,
+        "backward_partly_cached",
+    )
+    .await;
     assert_eq!(
         st.hits, 4,
         "backward_partly_cached: cached blocks must be hits: {st}"
@@ -317,11 +370,15 @@ pub async fn hot_rescan<H: Harness>(h: &H) {
     let pool = BufferPool::new(256, BS).expect("pool");
     let expect: Vec<_> = (0..n).collect();
     for pass in 0..2 {
-        let mut s = builder(&pool, h, file.clone())
-            .build(source::forward(0..n))
-            .expect("build");
-        drain_verify(&mut s, seed, &expect, "hot_rescan").await;
-        let st = s.close().await;
+        let st = verified(
+            builder(&pool, h, file.clone())
+                .build(source::forward(0..n))
+                .expect("build"),
+            seed,
+            &expect,
+            "hot_rescan",
+        )
+        .await;
         if pass == 1 {
             assert_eq!(st.blocks_read, 0, "hot_rescan: hot scan read: {st}");
             assert_eq!(st.hits, n, "hot_rescan: {st}");
@@ -408,13 +465,7 @@ pub async fn drop_with_reads_in_flight<H: Harness>(h: &H) {
         }
         drop(s);
     }
-    let expect: Vec<_> = (0..n).collect();
-    let mut s = builder(&pool, h, file)
-        .build(source::forward(0..n))
-        .expect("build");
-    drain_verify(&mut s, seed, &expect, "drop_with_reads_in_flight").await;
-    s.close().await;
-    assert_no_pins(&pool, "drop_with_reads_in_flight");
+    full_scan_afterwards(h, &pool, file, seed, n, "drop_with_reads_in_flight").await;
 }
 
 /// `reset` drops look-ahead and continues from a new source.
@@ -615,12 +666,16 @@ pub async fn short_reads<H: Harness>(h: &H) {
     ] {
         let pool = BufferPool::new(512, BS).expect("pool");
         let engine = Faulty::new(h.engine()).short_reads(500, 3);
-        let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
-            .full(true)
-            .build(source::iter(expect.clone()))
-            .expect("build");
-        drain_verify(&mut s, seed, &expect, dir).await;
-        let st = s.close().await;
+        let st = verified(
+            ReadStream::builder(&pool, engine.clone(), file.clone())
+                .full(true)
+                .build(source::iter(expect.clone()))
+                .expect("build"),
+            seed,
+            &expect,
+            dir,
+        )
+        .await;
         assert!(
             engine.injected_short() > 10,
             "short_reads: fault not exercised"
@@ -657,13 +712,7 @@ pub async fn stalled_read_cancelled<H: Harness>(h: &H) {
         !pool.contains(id, 50),
         "stalled_read_cancelled: cancelled block is valid"
     );
-    let expect: Vec<_> = (0..n).collect();
-    let mut s = builder(&pool, h, file)
-        .build(source::forward(0..n))
-        .expect("build");
-    drain_verify(&mut s, seed, &expect, "stalled_read_cancelled").await;
-    s.close().await;
-    assert_no_pins(&pool, "stalled_read_cancelled");
+    full_scan_afterwards(h, &pool, file, seed, n, "stalled_read_cancelled").await;
 }
 
 /// `max_ios` and `io_combine_limit` are never exceeded, including the
@@ -674,13 +723,17 @@ pub async fn limits_hold<H: Harness>(h: &H) {
     let expect: Vec<_> = (0..n).collect();
     for (max_ios, combine) in [(0, 1), (0, 16), (1, 128), (3, 5), (64, 1)] {
         let pool = BufferPool::new(512, BS).expect("pool");
-        let mut s = builder(&pool, h, file.clone())
-            .max_ios(max_ios)
-            .io_combine_limit(combine)
-            .build(source::forward(0..n))
-            .expect("build");
-        drain_verify(&mut s, seed, &expect, "limits_hold").await;
-        let st = s.close().await;
+        let st = verified(
+            builder(&pool, h, file.clone())
+                .max_ios(max_ios)
+                .io_combine_limit(combine)
+                .build(source::forward(0..n))
+                .expect("build"),
+            seed,
+            &expect,
+            "limits_hold",
+        )
+        .await;
         assert!(
             st.max_in_flight <= max_ios.max(1) as u64,
             "limits_hold {max_ios}/{combine}: {st}"
@@ -700,14 +753,18 @@ pub async fn ring<H: Harness>(h: &H) {
     let (file, seed) = h.stamped_file(n, BS);
     let pool = BufferPool::new(1024, BS).expect("pool");
     let expect: Vec<_> = (0..n).collect();
-    let mut s = builder(&pool, h, file)
-        .max_ios(2)
-        .io_combine_limit(8)
-        .ring(Some(RingSize::Frames(32)))
-        .build(source::forward(0..n))
-        .expect("build");
-    drain_verify(&mut s, seed, &expect, "ring").await;
-    s.close().await;
+    verified(
+        builder(&pool, h, file)
+            .max_ios(2)
+            .io_combine_limit(8)
+            .ring(Some(RingSize::Frames(32)))
+            .build(source::forward(0..n))
+            .expect("build"),
+        seed,
+        &expect,
+        "ring",
+    )
+    .await;
     let st = pool.stats();
     assert!(st.ring_reuses > 0, "ring: ring never reused: {st}");
     assert!(st.valid < 200, "ring: scan flushed the pool: {st}");
