@@ -40,8 +40,13 @@ pub(crate) struct StreamShared {
 impl StreamShared {
     /// Called by a request when it ends, from whatever thread completes it.
     pub(crate) fn read_finished(&self, slot: u32, result: io::Result<bool>, _cancelled: bool) {
-        lock(&self.done).push((slot, result));
-        self.has_done.store(1, Ordering::Release);
+        {
+            let mut done = lock(&self.done);
+            done.push((slot, result));
+            // Set under the lock, so `take_done` never clears it while an
+            // entry it has not taken is in the list.
+            self.has_done.store(1, Ordering::Release);
+        }
         self.waker.wake();
     }
 
