@@ -6,7 +6,7 @@ use crate::sys;
 use pagestream::{BlockNumber, IoEngine, ReadRequest};
 use std::collections::VecDeque;
 use std::fmt;
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -235,10 +235,9 @@ impl ThreadPoolEngine {
 fn read_once(file: &FileInner, req: &mut ReadRequest, flags: libc::c_int) -> io::Result<usize> {
     let offset = req.offset();
     let len = req.len_bytes();
-    let bufs = req.raw_buffers();
+    let bs = req.block_size();
     if file.direct {
         let a = file.align;
-        let bs = req.block_size();
         if bs % a != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -248,21 +247,20 @@ fn read_once(file: &FileInner, req: &mut ReadRequest, flags: libc::c_int) -> io:
                 ),
             ));
         }
-        let misaligned = offset % a as u64 != 0
-            || len % a != 0
-            || bufs.iter().any(|&(p, l)| p as usize % a != 0 || l % a != 0);
-        if misaligned {
-            // Only a short read's remainder starts inside a block.
+        // A short read's remainder starts inside a block.
+        if offset % a as u64 != 0 || len % a != 0 {
+            return read_bounced(file, req, flags);
+        }
+    }
+    let mut bufs = req.buffers_mut();
+    if file.direct {
+        let m = file.mem_align;
+        if bufs.iter().any(|b| b.as_ptr() as usize % m != 0) {
             drop(bufs);
             return read_bounced(file, req, flags);
         }
     }
-    let iov = sys::iovecs(&bufs);
-    // SAFETY: the iovecs cover exactly the request's destination buffers
-    // (`raw_buffers`), which stay valid and exclusively this request's until
-    // it is completed or dropped; `req` is borrowed mutably across the call,
-    // so neither happens before preadv2 returns.
-    unsafe { sys::preadv2(file.fd(), &iov, offset, flags) }
+    sys::preadv2(file.fd(), &mut bufs, offset, flags)
 }
 
 /// An O_DIRECT read whose remainder starts inside a block: reads the
@@ -270,21 +268,16 @@ fn read_once(file: &FileInner, req: &mut ReadRequest, flags: libc::c_int) -> io:
 /// requested bytes out.
 fn read_bounced(file: &FileInner, req: &mut ReadRequest, flags: libc::c_int) -> io::Result<usize> {
     let a = file.align;
+    let m = file.mem_align.max(a);
     let offset = req.offset();
     let len = req.len_bytes();
     let head = (offset % a as u64) as usize;
     let start = offset - head as u64;
     let span = (head + len).div_ceil(a) * a;
-    let mut buf = vec![0u8; span + a];
-    let pad = buf.as_ptr().align_offset(a);
+    let mut buf = vec![0u8; span + m];
+    let pad = buf.as_ptr().align_offset(m);
     let aligned = &mut buf[pad..pad + span];
-    let iov = [libc::iovec {
-        iov_base: aligned.as_mut_ptr().cast(),
-        iov_len: span,
-    }];
-    // SAFETY: the iovec covers `aligned`, a live slice of `buf` that nothing
-    // else touches during the call.
-    let n = unsafe { sys::preadv2(file.fd(), &iov, start, flags) }?;
+    let n = sys::preadv2(file.fd(), &mut [IoSliceMut::new(aligned)], start, flags)?;
     let useful = n.saturating_sub(head).min(len);
     Ok(req.copy_from(&aligned[head..head + useful]))
 }

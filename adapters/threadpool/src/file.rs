@@ -80,6 +80,8 @@ pub(crate) struct FileInner {
     pub(crate) direct: bool,
     /// O_DIRECT offset/length alignment (1 for buffered files).
     pub(crate) align: usize,
+    /// O_DIRECT memory alignment (1 for buffered files).
+    pub(crate) mem_align: usize,
     advice: FileAdvice,
     id: FileId,
     /// Block size for advice: the last one a read used, or the one given.
@@ -144,12 +146,17 @@ impl ThreadPoolFile {
         })?;
         let fd = file.as_raw_fd();
         let st = sys::fstat(fd)?;
-        let align = if opts.direct {
-            sys::dio_offset_align(fd)
-                .map(|a| a as usize)
-                .unwrap_or_else(|| (st.st_blksize as usize).max(512))
+        let (align, mem_align) = if opts.direct {
+            match sys::dio_align(fd) {
+                Some((off, mem)) => (off as usize, mem as usize),
+                None => {
+                    // No statx answer: the file system block size is safe.
+                    let a = (st.st_blksize as usize).max(512);
+                    (a, a)
+                }
+            }
         } else {
-            1
+            (1, 1)
         };
         if let Some(bs) = opts.block_size {
             if opts.direct && bs % align != 0 {
@@ -178,6 +185,7 @@ impl ThreadPoolFile {
                 id: FileId::from_dev_ino(st.st_dev, st.st_ino),
                 direct: opts.direct,
                 align,
+                mem_align,
                 advice: if opts.direct {
                     FileAdvice::Normal
                 } else {

@@ -1,44 +1,18 @@
 //! Thin, checked wrappers around the system calls the engine uses. Every
 //! `unsafe` block of the crate that talks to the kernel lives here.
 
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
 
 /// Most iovecs one `preadv` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
-/// Destination memory of one read: `(pointer, length)` pairs in file order,
-/// merged where adjacent in memory.
-pub(crate) fn iovecs(bufs: &[(*mut u8, usize)]) -> Vec<libc::iovec> {
-    let mut out: Vec<libc::iovec> = Vec::with_capacity(bufs.len());
-    for &(ptr, len) in bufs {
-        if let Some(last) = out.last_mut() {
-            if (last.iov_base as usize).wrapping_add(last.iov_len) == ptr as usize {
-                last.iov_len += len;
-                continue;
-            }
-        }
-        if out.len() == IOV_MAX {
-            // The rest is read as a short read's remainder.
-            break;
-        }
-        out.push(libc::iovec {
-            iov_base: ptr.cast(),
-            iov_len: len,
-        });
-    }
-    out
-}
-
-/// One `preadv2(fd, iov, offset, flags)`. `flags == 0` is a plain `preadv`.
-///
-/// # Safety
-///
-/// Every iovec must describe memory that is valid for writes of its length
-/// and that nothing else reads or writes until this call returns.
-pub(crate) unsafe fn preadv2(
+/// One `preadv2(fd, bufs, offset, flags)` straight into `bufs` (at most
+/// `IOV_MAX` of them; the rest is left for a short read's remainder).
+/// `flags == 0` is a plain `preadv`.
+pub(crate) fn preadv2(
     fd: RawFd,
-    iov: &[libc::iovec],
+    bufs: &mut [IoSliceMut<'_>],
     offset: u64,
     flags: libc::c_int,
 ) -> io::Result<usize> {
@@ -48,14 +22,19 @@ pub(crate) unsafe fn preadv2(
             format!("read offset {offset} does not fit in off_t"),
         )
     })?;
-    let cnt = libc::c_int::try_from(iov.len()).unwrap_or(libc::c_int::MAX);
+    let n = bufs.len().min(IOV_MAX);
+    // `n <= IOV_MAX`, which fits in a c_int.
+    let cnt = n as libc::c_int;
+    let iov = bufs.as_mut_ptr().cast::<libc::iovec>();
     let r = if flags == 0 {
-        // SAFETY: the caller guarantees every iovec is writable, exclusively
-        // ours, for the duration of the call; `cnt <= iov.len()`.
-        unsafe { libc::preadv(fd, iov.as_ptr(), cnt, off) }
+        // SAFETY: `IoSliceMut` is guaranteed ABI-compatible with `struct
+        // iovec` on Unix, so `iov` points to `n` valid iovecs; each describes
+        // memory valid for writes and exclusively borrowed through `bufs`
+        // for the duration of the call.
+        unsafe { libc::preadv(fd, iov, cnt, off) }
     } else {
         // SAFETY: as above.
-        unsafe { libc::preadv2(fd, iov.as_ptr(), cnt, off, flags) }
+        unsafe { libc::preadv2(fd, iov, cnt, off, flags) }
     };
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -77,9 +56,9 @@ pub(crate) fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     Ok(unsafe { st.assume_init() })
 }
 
-/// The O_DIRECT file-offset alignment the kernel reports for `fd`
-/// (`statx(STATX_DIOALIGN)`), or `None` when it reports none.
-pub(crate) fn dio_offset_align(fd: RawFd) -> Option<u32> {
+/// The O_DIRECT `(file offset, memory)` alignments the kernel reports for
+/// `fd` (`statx(STATX_DIOALIGN)`), or `None` when it reports none.
+pub(crate) fn dio_align(fd: RawFd) -> Option<(u32, u32)> {
     let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
     // SAFETY: the path is a valid NUL-terminated empty string, used with
     // AT_EMPTY_PATH to mean `fd` itself; `stx` is valid for writes of one
@@ -100,7 +79,7 @@ pub(crate) fn dio_offset_align(fd: RawFd) -> Option<u32> {
     // field of `struct statx` is a plain integer, valid for any bits.
     let stx = unsafe { stx.assume_init() };
     (stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0)
-        .then_some(stx.stx_dio_offset_align)
+        .then_some((stx.stx_dio_offset_align, stx.stx_dio_mem_align.max(1)))
 }
 
 /// `posix_fadvise(fd, offset, len, advice)`.
