@@ -9,6 +9,7 @@ use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 /// Default number of I/O threads: enough for a stream's default `max_ios`
 /// (16) reads to block at once.
@@ -114,6 +115,9 @@ pub struct EngineStats {
     pub nowait_partial: u64,
     /// Inline attempts that would have blocked (`EAGAIN`).
     pub nowait_would_block: u64,
+    /// Time spent in inline `RWF_NOWAIT` attempts (mostly copying from the
+    /// page cache), in nanoseconds.
+    pub nowait_nanos: u64,
     /// Requests (or remainders) handed to the I/O threads.
     pub queued: u64,
     /// Blocking `preadv` calls made by the I/O threads.
@@ -127,6 +131,7 @@ struct Counters {
     nowait_full: AtomicU64,
     nowait_partial: AtomicU64,
     nowait_would_block: AtomicU64,
+    nowait_nanos: AtomicU64,
     queued: AtomicU64,
     thread_preads: AtomicU64,
     threads_started: AtomicU64,
@@ -224,6 +229,7 @@ impl ThreadPoolEngine {
             nowait_full: l(&c.nowait_full),
             nowait_partial: l(&c.nowait_partial),
             nowait_would_block: l(&c.nowait_would_block),
+            nowait_nanos: l(&c.nowait_nanos),
             queued: l(&c.queued),
             thread_preads: l(&c.thread_preads),
             threads_started: l(&c.threads_started),
@@ -367,7 +373,11 @@ impl IoEngine for ThreadPoolEngine {
         inner.note_block_size(req.block_size());
         if !inner.direct && shared.nowait.load(Ordering::Relaxed) {
             let c = &shared.counters;
-            match read_once(inner, &mut req, libc::RWF_NOWAIT) {
+            let t = Instant::now();
+            let r = read_once(inner, &mut req, libc::RWF_NOWAIT);
+            let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            c.nowait_nanos.fetch_add(ns, Ordering::Relaxed);
+            match r {
                 Ok(n) if n == req.len_bytes() => {
                     c.nowait_full.fetch_add(1, Ordering::Relaxed);
                     req.set_served_from_cache(true);

@@ -242,6 +242,8 @@ struct Run {
     ring_frames: usize,
     /// Pool frames holding a block after the run, evictions, ring reuses.
     pool: Option<(usize, u64, u64)>,
+    /// Read-loop only: seconds inside `read` calls.
+    read_call_seconds: Option<f64>,
 }
 
 impl Run {
@@ -288,6 +290,9 @@ impl Run {
                 .set("advice", s.advice)
                 .set("fast_path_pages", s.fast_path_pages);
         }
+        if let Some(t) = self.read_call_seconds {
+            j.set("read_call_seconds", t);
+        }
         if let Some((valid, ev, ring)) = self.pool {
             j.set("pool_valid", valid)
                 .set("pool_evictions", ev)
@@ -297,7 +302,8 @@ impl Run {
             j.set("engine_nowait_full", e.nowait_full)
                 .set("engine_nowait_partial", e.nowait_partial)
                 .set("engine_nowait_would_block", e.nowait_would_block)
-                .set("engine_thread_preads", e.thread_preads);
+                .set("engine_thread_preads", e.thread_preads)
+                .set("engine_nowait_seconds", e.nowait_nanos as f64 / 1e9);
         }
         j
     }
@@ -308,6 +314,7 @@ fn diff(a: EngineStats, b: EngineStats) -> EngineStats {
     d.nowait_full = b.nowait_full - a.nowait_full;
     d.nowait_partial = b.nowait_partial - a.nowait_partial;
     d.nowait_would_block = b.nowait_would_block - a.nowait_would_block;
+    d.nowait_nanos = b.nowait_nanos - a.nowait_nanos;
     d.queued = b.queued - a.queued;
     d.thread_preads = b.thread_preads - a.thread_preads;
     d.threads_started = b.threads_started - a.threads_started;
@@ -415,6 +422,7 @@ impl Ctx {
             pool_frames: frames,
             ring_frames,
             pool: None,
+            read_call_seconds: None,
         }
     }
 
@@ -460,13 +468,17 @@ impl Ctx {
         let start = Instant::now();
         let mut ck = Checksum::default();
         let mut reads = 0u64;
+        let mut in_read = std::time::Duration::ZERO;
         let mut off = 0u64;
         while off < limit {
             // Fill the buffer (a short read continues into it).
             let want = (buf.len() as u64).min(limit - off) as usize;
             let mut got = 0;
             while got < want {
-                match f.read(&mut buf[got..want]) {
+                let t = Instant::now();
+                let r = f.read(&mut buf[got..want]);
+                in_read += t.elapsed();
+                match r {
                     Ok(0) => break,
                     Ok(n) => {
                         got += n;
@@ -507,6 +519,7 @@ impl Ctx {
             pool_frames: 0,
             ring_frames: 0,
             pool: None,
+            read_call_seconds: Some(in_read.as_secs_f64()),
         })
     }
 
@@ -552,14 +565,21 @@ fn print_row(r: &Run) {
         r.resident_before,
         r.checksum
     );
+    if let Some(t) = r.read_call_seconds {
+        println!("    {:.1} ms in read() calls", t * 1e3);
+    }
     if let Some(st) = &r.stats {
         for line in st.to_string().lines() {
             println!("    {line}");
         }
         if let Some(e) = &r.engine {
             println!(
-                "    Engine: nowait full={} partial={} would-block={}  thread preads={}",
-                e.nowait_full, e.nowait_partial, e.nowait_would_block, e.thread_preads
+                "    Engine: nowait full={} partial={} would-block={} ({:.1} ms in inline reads)  thread preads={}",
+                e.nowait_full,
+                e.nowait_partial,
+                e.nowait_would_block,
+                e.nowait_nanos as f64 / 1e6,
+                e.thread_preads
             );
         }
         if let Some((valid, ev, ring)) = r.pool {
