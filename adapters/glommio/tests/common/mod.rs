@@ -1,0 +1,234 @@
+//! Shared by the integration tests: stamped files on disk, a thread that
+//! opens DMA files for harnesses that must produce files synchronously, and
+//! the conformance harness.
+
+#![allow(dead_code)]
+
+use glommio::io::{DmaFile, OwnedDmaFile};
+use glommio::{LocalExecutorBuilder, Placement};
+use pagestream::testing::conformance::Harness;
+use pagestream::testing::stamp;
+use pagestream::{EngineFile, FileId, IoEngine, ReadRequest};
+use pagestream_glommio::{GlommioEngine, GlommioFile, GLOMMIO_MIN_IO_MEMORY};
+use std::io::{self, Write};
+use std::mem::ManuallyDrop;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::thread::{self, ThreadId};
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh path in the temp dir, unique to this process and call.
+pub fn temp_path(tag: &str) -> PathBuf {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!(
+        "pagestream-glommio-{}-{tag}-{n}.dat",
+        std::process::id()
+    ))
+}
+
+/// A seed no other file of this process uses.
+pub fn fresh_seed() -> u64 {
+    0x0091_0000_0000 ^ SEQ.fetch_add(1, Ordering::Relaxed) ^ (u64::from(std::process::id()) << 40)
+}
+
+/// Writes `nblocks` stamped blocks of `block_size` to `path` and fsyncs.
+pub fn write_stamped(path: &PathBuf, seed: u64, nblocks: u64, block_size: usize) {
+    let mut f = std::fs::File::create(path).expect("create temp file");
+    let mut buf = vec![0u8; block_size * 64];
+    let mut b = 0;
+    while b < nblocks {
+        let n = (nblocks - b).min(64) as usize;
+        for i in 0..n {
+            stamp::fill(
+                seed,
+                b + i as u64,
+                &mut buf[i * block_size..(i + 1) * block_size],
+            );
+        }
+        f.write_all(&buf[..n * block_size]).expect("write");
+        b += n as u64;
+    }
+    f.sync_all().expect("fsync");
+}
+
+/// A `!Send` value made `Send` by checking, at every use, that it is used on
+/// the thread that made it (the `send_wrapper` pattern). Needed because the
+/// conformance `Harness` asks for `Send` engines and files, while glommio's
+/// are `!Send` by design; the suite never leaves the executor's thread.
+pub struct Local<T> {
+    owner: ThreadId,
+    inner: ManuallyDrop<T>,
+}
+
+// SAFETY: the `T` inside is only ever touched — borrowed through `get`,
+// cloned, or dropped — on the thread that created the wrapper: `get` panics
+// elsewhere, and `Drop` leaks the value rather than drop it elsewhere. Moving
+// the wrapper to another thread moves only its bytes, which is no access to
+// the `T` (an `Rc` moved and never touched is not shared).
+unsafe impl<T> Send for Local<T> {}
+
+impl<T> Local<T> {
+    pub fn new(inner: T) -> Self {
+        Local {
+            owner: thread::current().id(),
+            inner: ManuallyDrop::new(inner),
+        }
+    }
+
+    pub fn get(&self) -> &T {
+        assert_eq!(
+            thread::current().id(),
+            self.owner,
+            "a glommio engine or file was used off its executor's thread"
+        );
+        &self.inner
+    }
+}
+
+impl<T: Clone> Clone for Local<T> {
+    fn clone(&self) -> Self {
+        Local::new(self.get().clone())
+    }
+}
+
+impl<T> Drop for Local<T> {
+    fn drop(&mut self) {
+        if thread::current().id() == self.owner {
+            // SAFETY: `inner` is dropped once, here, and never used after;
+            // we are on the thread that owns it.
+            unsafe { ManuallyDrop::drop(&mut self.inner) }
+        }
+        // Elsewhere: leak it rather than touch it off its thread.
+    }
+}
+
+impl IoEngine for Local<GlommioEngine> {
+    type File = Local<GlommioFile>;
+
+    fn start_read(&self, file: &Local<GlommioFile>, req: ReadRequest) {
+        self.get().start_read(file.get(), req);
+    }
+
+    fn name(&self) -> &'static str {
+        self.get().name()
+    }
+}
+
+impl EngineFile for Local<GlommioFile> {
+    fn id(&self) -> FileId {
+        self.get().id()
+    }
+
+    fn byte_len(&self) -> io::Result<u64> {
+        self.get().byte_len()
+    }
+
+    fn kernel_readahead(&self) -> bool {
+        self.get().kernel_readahead()
+    }
+}
+
+type OpenReply = mpsc::Sender<io::Result<OwnedDmaFile>>;
+
+/// A thread running its own small glommio executor that opens DMA files and
+/// sends them back as `OwnedDmaFile`s: lets code on another executor get a
+/// `DmaFile` synchronously (the conformance `Harness` makes files in a
+/// synchronous method, called on the executor, which cannot block on its
+/// own reactor).
+pub struct Opener {
+    tx: Mutex<mpsc::Sender<(PathBuf, OpenReply)>>,
+}
+
+impl Opener {
+    pub fn start() -> Opener {
+        let (tx, rx) = mpsc::channel::<(PathBuf, OpenReply)>();
+        thread::spawn(move || {
+            let ex = LocalExecutorBuilder::new(Placement::Unbound)
+                .io_memory(GLOMMIO_MIN_IO_MEMORY)
+                .make()
+                .expect("opener executor");
+            ex.run(async move {
+                // Blocking in recv is fine: this executor has nothing else
+                // to do between requests.
+                while let Ok((path, reply)) = rx.recv() {
+                    let r = DmaFile::open(&path)
+                        .await
+                        .map(OwnedDmaFile::from)
+                        .map_err(io::Error::from);
+                    let _ = reply.send(r);
+                }
+            });
+        });
+        Opener { tx: Mutex::new(tx) }
+    }
+
+    /// Opens `path` as a DMA file on the opener's executor; convert the
+    /// result to a `DmaFile` on the calling executor.
+    pub fn open(&self, path: PathBuf) -> io::Result<DmaFile> {
+        let (reply, answer) = mpsc::channel();
+        self.tx
+            .lock()
+            .unwrap()
+            .send((path, reply))
+            .expect("opener thread alive");
+        answer.recv().expect("opener replies").map(DmaFile::from)
+    }
+}
+
+/// The conformance harness over real O_DIRECT files read through glommio.
+pub struct DmaFiles {
+    pub engine: Local<GlommioEngine>,
+    pub name: &'static str,
+    opener: Opener,
+    /// Files stay open (their inodes allocated) as long as the harness
+    /// lives, so no later file reuses an inode number, and with it a
+    /// `FileId` whose stale pages a pool may still hold.
+    keep: Mutex<Vec<Local<GlommioFile>>>,
+}
+
+impl DmaFiles {
+    /// Must be called on the executor's thread.
+    pub fn new(engine: GlommioEngine, name: &'static str) -> Self {
+        DmaFiles {
+            engine: Local::new(engine),
+            name,
+            opener: Opener::start(),
+            keep: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Closes every file the harness made (on the executor).
+    pub async fn close_all(&self) {
+        let files = std::mem::take(&mut *self.keep.lock().unwrap());
+        for f in files {
+            let f: GlommioFile = f.get().clone();
+            let _ = f.close().await;
+        }
+    }
+}
+
+impl Harness for DmaFiles {
+    type Engine = Local<GlommioEngine>;
+
+    fn engine(&self) -> Local<GlommioEngine> {
+        self.engine.clone()
+    }
+
+    fn stamped_file(&self, nblocks: u64, block_size: usize) -> (Local<GlommioFile>, u64) {
+        let path = temp_path(self.name);
+        let seed = fresh_seed();
+        write_stamped(&path, seed, nblocks, block_size);
+        let dma = self.opener.open(path.clone()).expect("open DMA file");
+        std::fs::remove_file(&path).expect("unlink temp file");
+        let file = Local::new(GlommioFile::from_dma(dma, block_size).expect("adopt DMA file"));
+        self.keep.lock().unwrap().push(file.clone());
+        (file, seed)
+    }
+
+    fn name(&self) -> String {
+        self.name.into()
+    }
+}

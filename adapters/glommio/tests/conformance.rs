@@ -1,0 +1,26 @@
+//! The core conformance suite over real O_DIRECT files read through glommio
+//! DMA files, on a glommio executor whose io_memory fits RLIMIT_MEMLOCK.
+
+mod common;
+
+use common::DmaFiles;
+use pagestream::testing::conformance::run_all;
+use pagestream_glommio::{make_executor, GlommioEngine};
+
+#[test]
+fn conformance_dma() {
+    let ex = make_executor().expect("glommio executor");
+    ex.run(async {
+        let engine = GlommioEngine::new();
+        let h = DmaFiles::new(engine.clone(), "glommio DMA");
+        run_all(&h).await;
+        h.close_all().await;
+        let st = engine.stats();
+        eprintln!("engine: {st:?}, copy at {:?} GiB/s", st.copy_gib_per_s());
+        assert!(st.reads > 0, "no reads went through glommio: {st:?}");
+        assert!(
+            st.bytes_copied > 0 && st.bytes_copied <= st.bytes_read,
+            "copied more than read: {st:?}"
+        );
+    });
+}

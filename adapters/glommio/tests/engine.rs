@@ -1,0 +1,182 @@
+//! Engine behaviour beyond the conformance suite: reads complete on their own
+//! when the issuing stream is dropped or not polled, block sizes are checked
+//! against the file's O_DIRECT alignment at open, and the copy is counted.
+
+mod common;
+
+use common::{fresh_seed, temp_path, write_stamped};
+use futures::StreamExt;
+use pagestream::testing::stamp;
+use pagestream::{source, BufferPool, EngineFile, ReadStream};
+use pagestream_glommio::{cancel_reads_in_flight, make_executor, GlommioEngine, GlommioFile};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::Poll;
+
+const BS: usize = 8192;
+
+/// Polls `fut` exactly once.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Stream A starts reads, then is dropped (or kept but never polled again);
+/// stream B over the same blocks on the same pool waits for A's reads
+/// instead of issuing its own, and finishes with every page right.
+#[test]
+fn abandoned_stream_does_not_block_another() {
+    let ex = make_executor().expect("executor");
+    ex.run(async {
+        for drop_a in [true, false] {
+            let n = 256;
+            let path = temp_path("abandoned");
+            let seed = fresh_seed();
+            write_stamped(&path, seed, n, BS);
+            let file = GlommioFile::open(&path, BS).await.expect("open");
+            std::fs::remove_file(&path).expect("unlink");
+            let pool = BufferPool::new(512, BS).expect("pool");
+            let engine = GlommioEngine::new();
+            let what = format!("drop_a={drop_a}");
+            let mut a = ReadStream::builder(&pool, engine.clone(), file.clone())
+                .max_ios(8)
+                .io_combine_limit(16)
+                .full(true)
+                .build(source::forward(0..n))
+                .expect("build a");
+            // One poll: A looks ahead and starts reads; their tasks have not
+            // run yet, so nothing can be ready.
+            assert!(
+                poll_once(&mut a.next()).await.is_pending(),
+                "{what}: A got a page before any read ran"
+            );
+            let in_flight = pool.stats().reading;
+            assert!(in_flight > 0, "{what}: A started no reads");
+            let kept = if drop_a {
+                drop(a);
+                None
+            } else {
+                Some(a)
+            };
+            let mut b = ReadStream::builder(&pool, engine.clone(), file.clone())
+                .max_ios(4)
+                .io_combine_limit(8)
+                .build(source::forward(0..n))
+                .expect("build b");
+            let mut i = 0;
+            while let Some(page) = b.next().await {
+                let page = page.unwrap_or_else(|e| panic!("{what}: block {i}: {e}"));
+                assert_eq!(page.block(), i, "{what}");
+                assert!(stamp::check(seed, i, &page), "{what}: block {i} wrong");
+                i += 1;
+            }
+            assert_eq!(i, n, "{what}: B ended early");
+            let st = b.close().await;
+            assert!(
+                st.blocks_read <= n - in_flight as u64,
+                "{what}: B re-read blocks A was reading ({in_flight} in flight): {st}"
+            );
+            drop(kept);
+            let ps = pool.stats();
+            assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+            // Every byte read was copied once into a frame.
+            let es = engine.stats();
+            assert_eq!(es.bytes_copied, n * BS as u64, "{what}: {es:?}");
+            file.close().await.expect("close");
+        }
+    });
+}
+
+/// Block sizes the file cannot be read with are refused at open with
+/// InvalidInput naming the block size; a good one is accepted.
+#[test]
+fn block_size_checked_at_open() {
+    let path = temp_path("align");
+    write_stamped(&path, 1, 4, 4096);
+    let ex = make_executor().expect("executor");
+    ex.run(async {
+        for bad in [256usize, 1000, 6144] {
+            let e = GlommioFile::open(&path, bad)
+                .await
+                .expect_err("bad block size");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            assert!(e.to_string().contains(&format!("block size {bad}")), "{e}");
+        }
+        let f = GlommioFile::open(&path, 4096)
+            .await
+            .expect("4096 works here");
+        let align = f.alignment();
+        assert!(align >= 512 && 4096 % align == 0, "alignment {align}");
+        assert!(!f.kernel_readahead());
+        assert_eq!(f.byte_len().expect("len"), 4 * 4096);
+        if align > 512 {
+            let e = GlommioFile::open(&path, 512)
+                .await
+                .expect_err("below alignment");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("block size 512"), "{e}");
+        }
+        let e = GlommioFile::open(temp_path("missing"), 4096)
+            .await
+            .expect_err("missing file");
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        assert!(f.close().await.expect("close"));
+    });
+    std::fs::remove_file(&path).expect("unlink");
+}
+
+/// The executor's run ends while reads are in flight. glommio would leak
+/// their tasks when the executor is dropped, leaving frames "being read"
+/// forever; `cancel_reads_in_flight` drops the requests instead, so the
+/// frames are empty again (never pinned, never left reading). A new
+/// executor then reads every page right through the same pool.
+#[test]
+fn executor_shutdown_with_reads_in_flight() {
+    let n = 2048;
+    let path = temp_path("shutdown");
+    let seed = fresh_seed();
+    write_stamped(&path, seed, n, BS);
+    let pool = BufferPool::new(1024, BS).expect("pool");
+    let started = {
+        let ex = make_executor().expect("executor");
+        let reading = ex.run(async {
+            let file = GlommioFile::open(&path, BS).await.expect("open");
+            let mut a = ReadStream::builder(&pool, GlommioEngine::new(), file)
+                .max_ios(16)
+                .io_combine_limit(32)
+                .full(true)
+                .build(source::forward(0..n))
+                .expect("build");
+            assert!(poll_once(&mut a.next()).await.is_pending());
+            let reading = pool.stats().reading;
+            // Let the read tasks start their reads.
+            glommio::yield_if_needed().await;
+            futures::future::ready(()).await;
+            drop(a);
+            reading
+        });
+        let cancelled = cancel_reads_in_flight();
+        eprintln!("cancelled {cancelled} reads still in flight");
+        reading
+    };
+    assert!(started > 0, "no reads were started");
+    let ps = pool.stats();
+    assert_eq!((ps.pinned, ps.reading), (0, 0), "after shutdown: {ps}");
+    let ex = make_executor().expect("executor");
+    ex.run(async {
+        let file = GlommioFile::open(&path, BS).await.expect("open");
+        let mut s = ReadStream::builder(&pool, GlommioEngine::new(), file.clone())
+            .build(source::forward(0..n))
+            .expect("build");
+        let mut i = 0;
+        while let Some(page) = s.next().await {
+            let page = page.expect("page");
+            assert!(stamp::check(seed, i, &page), "block {i} wrong");
+            i += 1;
+        }
+        assert_eq!(i, n);
+        s.close().await;
+        file.close().await.expect("close");
+    });
+    std::fs::remove_file(&path).expect("unlink");
+}
