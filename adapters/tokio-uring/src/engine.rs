@@ -41,10 +41,11 @@ use std::sync::Arc;
 /// A cheap handle (`Clone`, `Send`, `Sync`): the ring is the calling
 /// thread's, so the engine may be built anywhere, but streams using it must
 /// be polled inside `tokio_uring::start` (or [`crate::try_start`]), where
-/// reads are started. A read started on a thread with no tokio runtime fails
-/// with an error saying so (on a plain tokio runtime without tokio-uring,
-/// tokio-uring itself panics in the read's task; the read then ends as
-/// cancelled).
+/// reads are started. A read started on a thread with no tokio runtime, or
+/// on a multi-thread tokio runtime, fails with an error saying so. (On a
+/// plain current-thread tokio runtime, which cannot be told apart from
+/// tokio-uring's, tokio panics in `start_read`; the read then ends as
+/// cancelled.)
 ///
 /// Reads go straight into the frames, no copy: one `READ` when the
 /// request's frames are adjacent in memory, one `READV` with a buffer per
@@ -114,7 +115,10 @@ impl IoEngine for TokioUringEngine {
     type File = TokioUringFile;
 
     fn start_read(&self, file: &TokioUringFile, req: ReadRequest) {
-        if tokio::runtime::Handle::try_current().is_err() {
+        // tokio-uring runs a current-thread tokio runtime; anything else
+        // (no runtime, a multi-thread runtime) cannot be a tokio-uring one.
+        let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+        if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::CurrentThread)) {
             let err = io::Error::other(
                 "pagestream-tokio-uring: a read was started outside a tokio-uring runtime; \
                  poll streams inside tokio_uring::start (or pagestream_tokio_uring::try_start)",
