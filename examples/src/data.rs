@@ -35,7 +35,8 @@ pub enum Ensured {
 
 /// Makes sure `path` is a stamped file of `bytes` bytes (a whole number of
 /// `block_size` blocks; block `b` holds `stamp::fill(seed, b, …)`). An
-/// existing file of that length is kept as it is. A new one is written with
+/// existing file of that length is kept as it is; any other existing file is
+/// an error (it is never overwritten). A new one is written with
 /// 8 MiB writes to a temporary name, fsynced and renamed into place, so an
 /// interrupted run never leaves a short file behind.
 pub fn ensure_stamped(
@@ -53,15 +54,24 @@ pub fn ensure_stamped(
         ));
     }
     if let Ok(m) = std::fs::metadata(path) {
-        if m.len() == bytes {
+        if m.is_file() && m.len() == bytes {
             return Ok(Ensured::Existing);
         }
-        if !m.is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} exists and is not a regular file", path.display()),
-            ));
-        }
+        // Never overwrite something that is already there.
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} exists but is not a {bytes}-byte data file ({} bytes{}); \
+                 remove it or choose another path",
+                path.display(),
+                m.len(),
+                if m.is_file() {
+                    ""
+                } else {
+                    ", not a regular file"
+                }
+            ),
+        ));
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -115,5 +125,11 @@ mod tests {
         }
         assert!(ensure_stamped(&p, 1000, 8192, 9).is_err());
         assert!(ensure_stamped(&p, 0, 8192, 9).is_err());
+        // An existing file of another length is left alone.
+        std::fs::write(&p, b"precious").unwrap();
+        let e = ensure_stamped(&p, 40 * 8192, 8192, 9).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&p).unwrap(), b"precious");
+        std::fs::remove_file(&p).unwrap();
     }
 }

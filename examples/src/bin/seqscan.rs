@@ -600,12 +600,14 @@ fn run(o: Opts) -> io::Result<()> {
             format_size(o.size)
         );
     }
-    let len = match data::ensure_stamped(&path, o.size, o.block_size, data::DEFAULT_SEED) {
-        Ok(Ensured::Created) => o.size,
-        // An existing --file of another length is scanned as it is.
-        Ok(Ensured::Existing) => std::fs::metadata(&path)?.len(),
-        Err(_) if o.file.is_some() && path.is_file() => std::fs::metadata(&path)?.len(),
-        Err(e) => return Err(e),
+    let len = if o.file.is_some() && path.exists() {
+        // A file the user named is scanned as it is, never rewritten.
+        std::fs::metadata(&path)?.len()
+    } else {
+        match data::ensure_stamped(&path, o.size, o.block_size, data::DEFAULT_SEED)? {
+            Ensured::Created => o.size,
+            Ensured::Existing => std::fs::metadata(&path)?.len(),
+        }
     };
     let nblocks = len / o.block_size as u64;
     if nblocks == 0 {

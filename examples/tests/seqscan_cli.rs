@@ -1,0 +1,111 @@
+//! `seqscan` end to end: bad command lines exit with 2 and a clear message;
+//! a small run prints one JSON object per run with the public field names,
+//! the same checksum everywhere, a cold run that was cold and a hot run that
+//! read nothing.
+
+use std::process::Command;
+
+fn seqscan(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_seqscan"))
+        .args(args)
+        .output()
+        .expect("run seqscan")
+}
+
+#[test]
+fn bad_command_lines_exit_2_with_a_message() {
+    for (args, needle) in [
+        (&["--bogus"][..], "unknown option --bogus"),
+        (&["--cache", "tepid"], "tepid"),
+        (&["--max-ios", "lots"], "--max-ios"),
+        (&["--size", "12XB"], "unit"),
+        (&["--repeat", "0"], "--repeat"),
+        (&["--combine", "0"], "--combine"),
+        (&["--combine", "1000"], "--combine"),
+        (&["--max-ios"], "needs a value"),
+        (&["--json=yes"], "takes no value"),
+        (&["--block-size", "1000"], "power of two"),
+        (&["--direct", "--cache", "warm"], "bypasses"),
+        (&["stray"], "unexpected argument"),
+    ] {
+        let out = seqscan(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        // The message is the first line; the usage text follows.
+        let first = err.lines().next().unwrap_or("");
+        assert!(first.starts_with("seqscan: error: "), "{args:?}: {err}");
+        assert!(
+            first.contains(needle),
+            "{args:?}: {first:?} lacks {needle:?}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// The value of `"key":` in a one-line JSON object (numbers and strings).
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let pat = format!("\"{key}\":");
+    let start = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+        + pat.len();
+    let rest = &line[start..];
+    let end = rest.find([',', '}']).expect("end of value");
+    rest[..end].trim_matches('"')
+}
+
+#[test]
+fn small_run_reports_json_per_run() {
+    let path = std::env::temp_dir().join(format!("pagestream-seqscan-{}.dat", std::process::id()));
+    let p = path.to_str().expect("utf-8 temp path");
+    let out = seqscan(&["--file", p, "--size", "4MiB", "--json", "--repeat", "2"]);
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "seqscan failed: {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Two repeats of cold, read-loop, warm, hot.
+    assert_eq!(lines.len(), 8, "{stdout}");
+    let checksum = field(lines[0], "checksum");
+    for l in &lines {
+        for key in [
+            "runtime",
+            "cache",
+            "direct",
+            "pages",
+            "bytes",
+            "seconds",
+            "mib_per_s",
+            "pages_per_s",
+            "reads",
+            "mean_blocks_per_read",
+            "hits",
+            "max_in_flight",
+            "resident_before",
+        ] {
+            field(l, key);
+        }
+        assert_eq!(field(l, "checksum"), checksum, "checksums differ: {stdout}");
+        assert_eq!(field(l, "pages"), "512", "{l}");
+        assert_eq!(field(l, "bytes"), "4194304", "{l}");
+        assert_eq!(field(l, "direct"), "false", "{l}");
+        match (field(l, "runtime"), field(l, "cache")) {
+            ("threadpool", "cold") => {
+                let r: f64 = field(l, "resident_before").parse().unwrap();
+                assert!(r <= 0.01, "cold run was not cold: {l}");
+                assert_eq!(field(l, "blocks_read"), "512", "{l}");
+            }
+            ("threadpool", "warm") => {
+                assert_eq!(field(l, "resident_before"), "1", "{l}");
+                assert_eq!(field(l, "blocks_read"), "512", "{l}");
+            }
+            ("read-loop", "warm") => assert_eq!(field(l, "reads"), "32", "{l}"),
+            ("threadpool", "hot") => {
+                assert_eq!(field(l, "reads"), "0", "hot run read: {l}");
+                assert_eq!(field(l, "hits"), "512", "{l}");
+            }
+            other => panic!("unexpected run {other:?}: {l}"),
+        }
+    }
+    assert!(stderr.contains("all runs agree"), "{stderr}");
+}
