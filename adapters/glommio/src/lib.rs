@@ -6,9 +6,12 @@
 //! - [`GlommioEngine`]: the engine. [`IoEngine::start_read`] spawns a
 //!   detached local task (`glommio::spawn_local`) that reads the request's
 //!   byte range with `DmaFile::read_at_aligned`, copies it into the frames
-//!   and completes the request, re-reading any short read's remainder. How
-//!   that keeps pagestream's engine contract is explained in the
-//!   [engine](GlommioEngine) module docs.
+//!   and completes the request, re-reading any short read's remainder.
+//!   Reads thus complete on their own (an abandoned stream never holds up
+//!   another waiting for the same block), and the kernel never writes into
+//!   frames, so a read can be abandoned at any time; the comment at the top
+//!   of `src/engine.rs` explains how this keeps pagestream's engine contract
+//!   (DESIGN §3), including glommio's leaked tasks.
 //! - [`GlommioFile`]: a glommio `DmaFile`; [`GlommioFile::open`] checks the
 //!   block size against the file's `O_DIRECT` alignment and fails with
 //!   `InvalidInput` naming both.

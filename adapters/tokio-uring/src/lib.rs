@@ -8,21 +8,27 @@
 //!   task on the current tokio-uring runtime that submits the read (`READ`
 //!   into adjacent frames, `READV` with a buffer per frame otherwise),
 //!   completes the request when the CQE arrives and re-submits any short
-//!   read's remainder. How that keeps pagestream's engine contract — reads
-//!   complete on their own, cancelled reads go back to empty only once the
-//!   kernel is done, memory is never freed under a read — is explained in
-//!   the [`engine`](TokioUringEngine) module and in `buf.rs`.
+//!   read's remainder. Reads thus complete on their own (an abandoned stream
+//!   never holds up another waiting for the same block); a cancelled read's
+//!   frames go back to empty only once the kernel is done with them; and the
+//!   pool's memory is never freed under a read. The comments at the top of
+//!   `src/engine.rs` and `src/buf.rs` explain how (DESIGN §3).
 //! - [`TokioUringFile`]: an open file, buffered or `O_DIRECT`
 //!   ([`TokioUringFile::open_direct`] checks the block size against the
 //!   file system's alignment and fails with `InvalidInput` naming both).
 //!
 //! Streams must be polled inside a tokio-uring runtime
 //! (`tokio_uring::start`, or [`try_start`], which returns an error instead of
-//! panicking where io_uring is unavailable). Their futures are `!Send` only
-//! in that tokio-uring tasks are thread-local; the engine and file handles
-//! themselves are `Send + Clone`, so one open file can serve a runtime per
-//! thread. The engine gives no read-ahead advice: reads are asynchronous,
-//! and the planner keeps enough of them in flight.
+//! panicking where io_uring is unavailable): each read goes to the ring of
+//! the thread that starts it and is completed by a task of that thread's
+//! runtime. The engine and file handles hold no runtime state and are
+//! `Send + Sync + Clone` (so one open file and one pool can serve a runtime
+//! per thread); a stream is `Send` too, but a stream moved to another
+//! thread must be polled inside that thread's tokio-uring runtime. The
+//! engine gives no read-ahead advice: reads are asynchronous, and the
+//! planner keeps enough of them in flight. It does not tell the planner
+//! which reads the page cache served (io_uring does not say), so warm
+//! buffered scans keep their look-ahead distance.
 //!
 //! ```no_run
 //! use futures::StreamExt;

@@ -33,3 +33,24 @@ fn conformance_direct() {
     // The short_reads scenario leaves remainders at unaligned offsets.
     assert!(st.bounced > 0, "unaligned remainders not bounced: {st:?}");
 }
+
+#[test]
+fn conformance_direct_sqpoll() {
+    let Some(engine) = engine_or_skip("conformance_direct_sqpoll") else {
+        return;
+    };
+    // A kernel thread polls the submission queue: SQEs reach the kernel
+    // without io_uring_enter, completions still come through the driver.
+    let uring = tokio_uring::uring_builder().setup_sqpoll(100).clone();
+    let rt = tokio_uring::Runtime::new(tokio_uring::builder().uring_builder(&uring));
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("!!!!!!!! SKIPPED conformance_direct_sqpoll: SQPOLL unavailable: {e}");
+            return;
+        }
+    };
+    let h = RealFiles::new(engine.clone(), true, "tokio-uring O_DIRECT SQPOLL");
+    rt.block_on(run_all(&h));
+    assert!(engine.stats().reads > 0);
+}
