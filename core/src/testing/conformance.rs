@@ -24,7 +24,7 @@ use std::io;
 /// How to make an engine and stamped files for the suite.
 pub trait Harness {
     /// The engine under test.
-    type Engine: IoEngine<File: Clone + Send + 'static> + Clone + Send + 'static;
+    type Engine: IoEngine<File: Clone + 'static> + Clone + 'static;
 
     /// A fresh engine handle (may share state with earlier ones).
     fn engine(&self) -> Self::Engine;
