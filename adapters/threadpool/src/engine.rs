@@ -7,6 +7,7 @@ use pagestream::{BlockNumber, IoEngine, ReadRequest};
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, IoSliceMut};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -312,7 +313,10 @@ fn worker(shared: Arc<Shared>) {
     loop {
         if let Some(job) = st.jobs.pop_front() {
             drop(st);
-            run(&shared, job);
+            // A panic while reading (a filter or hook of the request) drops
+            // the request, which cancels it cleanly; the thread goes on, so
+            // the pool never loses threads it counts as alive.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run(&shared, job)));
             st = lock(&shared.state);
             continue;
         }

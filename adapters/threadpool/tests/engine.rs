@@ -220,3 +220,69 @@ fn file_properties() {
     let missing = ThreadPoolFile::open(temp_path("missing")).unwrap_err();
     assert_eq!(missing.kind(), io::ErrorKind::NotFound);
 }
+
+/// Panics (once) in the result filter of the first multi-block read, on
+/// whichever thread completes it.
+struct PanicOnce(std::sync::atomic::AtomicBool);
+
+impl pagestream::ReadFilter for PanicOnce {
+    fn filter(&self, req: &pagestream::ReadRequest, r: io::Result<usize>) -> io::Result<usize> {
+        if req.nblocks() > 1 && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("injected panic in a read's completion (expected by the test)");
+        }
+        r
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Panicky(ThreadPoolEngine, std::sync::Arc<PanicOnce>);
+
+impl std::fmt::Debug for PanicOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PanicOnce")
+    }
+}
+
+impl IoEngine for Panicky {
+    type File = ThreadPoolFile;
+    fn start_read(&self, file: &ThreadPoolFile, mut req: pagestream::ReadRequest) {
+        req.add_filter(self.1.clone());
+        self.0.start_read(file, req);
+    }
+    fn name(&self) -> &'static str {
+        "panicky"
+    }
+}
+
+#[test]
+fn a_panic_on_an_io_thread_cancels_the_read_and_keeps_the_thread() {
+    let n = 128;
+    let f = TempFile::stamped("panic", 10, n);
+    // One thread, every read on it: if the panic killed it, nothing after
+    // would complete.
+    let inner = ThreadPoolEngine::builder().threads(1).nowait(false).build();
+    let once = std::sync::Arc::new(PanicOnce(std::sync::atomic::AtomicBool::new(false)));
+    let engine = Panicky(inner.clone(), once.clone());
+    let pool = BufferPool::new(256, BS).unwrap();
+    let file = ThreadPoolFile::open(&f.0).unwrap();
+    let mut s = ReadStream::builder(&pool, engine, file)
+        .build(source::forward(0..n))
+        .unwrap();
+    let st = block_on(async {
+        let mut next = 0;
+        while let Some(page) = s.next().await {
+            let page = page.expect("the cancelled read is retried block by block");
+            assert_eq!(page.block(), next);
+            assert!(stamp::check(10, next, &page), "block {next}");
+            next += 1;
+        }
+        assert_eq!(next, n);
+        s.close().await
+    });
+    assert!(
+        once.0.load(std::sync::atomic::Ordering::SeqCst),
+        "no panic injected"
+    );
+    assert!(st.retries > 0, "cancelled read not retried: {st}");
+    assert_eq!(inner.stats().threads_started, 1);
+}
