@@ -286,3 +286,18 @@ fn a_panic_on_an_io_thread_cancels_the_read_and_keeps_the_thread() {
     assert!(st.retries > 0, "cancelled read not retried: {st}");
     assert_eq!(inner.stats().threads_started, 1);
 }
+
+#[test]
+fn random_advice_file_gets_willneed_advice_and_reads_correctly() {
+    let n = 256;
+    let f = TempFile::stamped("fadv-random", 11, n);
+    let file =
+        ThreadPoolFile::open_with(&f.0, OpenOptions::new().advice(FileAdvice::Random)).unwrap();
+    evict(file.as_file());
+    assert_eq!(file.advice(), FileAdvice::Random);
+    let engine = ThreadPoolEngine::new();
+    let st = scan_verify(&engine, file, 11, n);
+    // No kernel read-ahead: the planner advises its reads itself.
+    assert!(st.advice > 0, "no advice without kernel read-ahead: {st}");
+    assert_eq!(st.blocks_read, n, "{st}");
+}
