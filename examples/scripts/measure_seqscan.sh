@@ -1,0 +1,34 @@
+#!/bin/bash
+# The seqscan measurement set of issue 3, logged to target/measure/<name>.txt.
+# Before each invocation it waits (up to 300 s) until no other process uses
+# more than 5% CPU, and it logs the busiest processes before and after.
+# Usage: examples/scripts/measure_seqscan.sh   (from the workspace root)
+set -u
+cd "$(dirname "$0")/../.."
+cargo build --release -q --bin seqscan || exit 1
+out=target/measure; mkdir -p "$out"
+bin=./target/release/seqscan
+quiet() {
+  for _ in $(seq 1 300); do
+    busy=$(ps -eo pcpu,comm --sort=-pcpu | awk 'NR>1 && $1>5.0 {print $2}' | head -3 | tr '\n' ' ')
+    [ -z "$busy" ] && return 0
+    sleep 1
+  done
+  echo "still busy: $busy"
+}
+run() { # name args...
+  local name=$1; shift
+  quiet > "$out/$name.quiet"
+  { echo "## $(date -u +%T) seqscan $*"; ps -eo pcpu,comm --sort=-pcpu | head -4; } > "$out/$name.txt"
+  $bin "$@" >> "$out/$name.txt" 2>&1
+  { echo "## after: $(date -u +%T) load $(cat /proc/loadavg)"; ps -eo pcpu,comm --sort=-pcpu | head -4; } >> "$out/$name.txt"
+  echo "== $name: seqscan $*"; grep -E "^  [a-z]" "$out/$name.txt"
+}
+run all --repeat 5
+run direct-cold --cache cold --direct --repeat 5
+run warm-nowait-on-1 --cache warm --repeat 5 --nowait on
+run warm-nowait-off-1 --cache warm --repeat 5 --nowait off
+run warm-nowait-on-2 --cache warm --repeat 5 --nowait on
+run warm-nowait-off-2 --cache warm --repeat 5 --nowait off
+run cold-nowait-off --cache cold --repeat 5 --nowait off
+run hot --cache hot --repeat 5
