@@ -111,9 +111,10 @@ pub trait IoEngine {
         false
     }
 
-    /// Advice: `nblocks` blocks from `first` will be read soon. Default: no-op.
-    fn advise(&self, file: &Self::File, first: BlockNumber, nblocks: usize) {
-        let _ = (file, first, nblocks);
+    /// Advice: the `len` bytes at `offset` will be read soon (whole blocks).
+    /// Default: no-op.
+    fn advise(&self, file: &Self::File, offset: u64, len: u64) {
+        let _ = (file, offset, len);
     }
 
     /// A short name for reports (`"threadpool"`, `"tokio-uring"`, …).
@@ -150,7 +151,7 @@ pub struct ReadRequest {
     /// The stream's read slot this request reports to.
     slot: u32,
     /// Frames, in ascending block order; `frames[done..]` are still owned.
-    frames: Box<[u32]>,
+    frames: Vec<u32>,
     /// Block of `frames[0]`.
     base: BlockNumber,
     /// Frames already published valid.
@@ -184,7 +185,7 @@ impl ReadRequest {
         stream: Arc<StreamShared>,
         slot: u32,
         base: BlockNumber,
-        frames: Box<[u32]>,
+        frames: Vec<u32>,
         descending: bool,
     ) -> Self {
         ReadRequest {

@@ -185,7 +185,10 @@ impl<E: IoEngine> StreamBuilder<E> {
             Some(RingSize::Frames(0)) | Some(RingSize::Bytes(0)) => {
                 return Err(BuildError::Zero { what: "ring size" })
             }
-            Some(r) => Some(Ring::new(r.frames(pool.block_size).min(pool.nframes))),
+            Some(r) => Some(Ring::new(
+                r.frames(pool.block_size).min(pool.nframes),
+                ((self.max_ios + 1) * self.combine + self.combine).min(pool.nframes),
+            )),
         };
         let file_len = self
             .file
@@ -207,8 +210,7 @@ impl<E: IoEngine> StreamBuilder<E> {
         // pool), registered once. Look-ahead may use what the other streams
         // have not claimed, and never less than a fair share.
         let demand = budget.min(pool.nframes);
-        pool.streams.fetch_add(1, Ordering::Relaxed);
-        pool.reserved.fetch_add(demand, Ordering::Relaxed);
+        pool.stream_started(demand);
         let block_size = pool.block_size;
         let file_view = pool.file_view(self.file.id().raw());
         Ok(ReadStream {
@@ -373,13 +375,14 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         self.shared.pool.unpin(frame);
     }
 
-    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Box<[u32]>, descending: bool) {
+    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Vec<u32>, descending: bool) {
         let req = ReadRequest::new(Arc::clone(self.shared), slot, first, frames, descending);
         self.engine.start_read(self.file, req);
     }
 
     fn advise(&mut self, first: BlockNumber, n: usize) {
-        self.engine.advise(self.file, first, n);
+        let bs = self.shared.pool.block_size as u64;
+        self.engine.advise(self.file, first * bs, n as u64 * bs);
     }
 
     fn frames_available(&mut self, _held: usize) -> usize {
@@ -413,6 +416,12 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
     /// The current look-ahead distance.
     pub fn distance(&self) -> usize {
         self.planner.distance()
+    }
+
+    /// How many frames this stream's ring holds now (it grows when
+    /// look-ahead is deeper than the ring asked for), if it has one.
+    pub fn ring_len(&self) -> Option<usize> {
+        self.ring.as_ref().map(Ring::len)
     }
 
     /// This stream's reads in flight right now.
@@ -574,8 +583,7 @@ impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {
         let (planner, mut env) = self.split();
         planner.reset(&mut env);
         let pool = &self.shared.pool;
-        pool.reserved.fetch_sub(self.demand, Ordering::Relaxed);
-        pool.streams.fetch_sub(1, Ordering::Relaxed);
+        pool.stream_ended(self.demand);
         lock(&pool.totals).merge(&self.planner.stats);
     }
 }

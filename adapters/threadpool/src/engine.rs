@@ -3,7 +3,7 @@
 
 use crate::file::{FileInner, ThreadPoolFile};
 use crate::sys;
-use pagestream::{BlockNumber, IoEngine, ReadRequest};
+use pagestream::{IoEngine, ReadRequest};
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, IoSliceMut};
@@ -374,7 +374,6 @@ impl IoEngine for ThreadPoolEngine {
     fn start_read(&self, file: &ThreadPoolFile, mut req: ReadRequest) {
         let shared = &self.handle.shared;
         let inner = &file.inner;
-        inner.note_block_size(req.block_size());
         if !inner.direct && shared.nowait.load(Ordering::Relaxed) {
             let c = &shared.counters;
             let t = Instant::now();
@@ -426,17 +425,13 @@ impl IoEngine for ThreadPoolEngine {
         !file.inner.direct
     }
 
-    fn advise(&self, file: &ThreadPoolFile, first: BlockNumber, nblocks: usize) {
+    fn advise(&self, file: &ThreadPoolFile, offset: u64, len: u64) {
         let inner = &file.inner;
-        if inner.direct || nblocks == 0 {
+        if inner.direct || len == 0 {
             return;
         }
-        let bs = inner.block_size() as u64;
-        // Advice is only a hint: an error (or an overflowing range, which
-        // cannot name real blocks) is ignored.
-        if let (Some(off), Some(len)) = (first.checked_mul(bs), (nblocks as u64).checked_mul(bs)) {
-            let _ = sys::fadvise(inner.fd(), off, len, libc::POSIX_FADV_WILLNEED);
-        }
+        // Advice is only a hint: an error is ignored.
+        let _ = sys::fadvise(inner.fd(), offset, len, libc::POSIX_FADV_WILLNEED);
     }
 
     fn name(&self) -> &'static str {

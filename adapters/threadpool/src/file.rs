@@ -7,12 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-/// Block size assumed for advice until the first read tells the file the
-/// pool's real block size.
-const DEFAULT_BLOCK_SIZE: usize = 8192;
 
 /// Access-pattern advice given to the kernel when the file is opened
 /// (`posix_fadvise` over the whole file).
@@ -84,23 +79,11 @@ pub(crate) struct FileInner {
     pub(crate) mem_align: usize,
     advice: FileAdvice,
     id: FileId,
-    /// Block size for advice: the last one a read used, or the one given.
-    block_size: AtomicUsize,
 }
 
 impl FileInner {
     pub(crate) fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
-    }
-
-    pub(crate) fn note_block_size(&self, bs: usize) {
-        if self.block_size.load(Ordering::Relaxed) != bs {
-            self.block_size.store(bs, Ordering::Relaxed);
-        }
-    }
-
-    pub(crate) fn block_size(&self) -> usize {
-        self.block_size.load(Ordering::Relaxed)
     }
 }
 
@@ -191,7 +174,6 @@ impl ThreadPoolFile {
                 } else {
                     opts.advice
                 },
-                block_size: AtomicUsize::new(opts.block_size.unwrap_or(DEFAULT_BLOCK_SIZE)),
                 file,
             }),
         })

@@ -128,7 +128,7 @@ pub(crate) trait Env<D> {
     /// Drops a pin.
     fn unpin(&mut self, frame: u32);
     /// Starts a read into `frames` (ascending blocks from `first`).
-    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Box<[u32]>, descending: bool);
+    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Vec<u32>, descending: bool);
     /// Gives advice for `n` blocks from `first`.
     fn advise(&mut self, first: BlockNumber, n: usize);
     /// Frames this stream may hold for look-ahead now; `held` is what it
@@ -422,7 +422,7 @@ impl<D> Planner<D> {
         let start = self.queue.len() - self.pending_n;
         let cap = self.cap();
         let mut i = start;
-        let mut run: Vec<u32> = Vec::new();
+        let mut run: Vec<u32> = Vec::with_capacity(eff_combine.min(self.pending_n));
         let mut run_start = start;
         let slot = *self
             .free_ios
@@ -534,7 +534,7 @@ impl<D> Planner<D> {
         } else {
             Some(first + n as u64)
         };
-        env.start_read(slot, first, run.into_boxed_slice(), descending);
+        env.start_read(slot, first, run, descending);
     }
 
     /// Makes the head entry ready if it can, starting what it needs.
@@ -647,7 +647,13 @@ impl<D> Planner<D> {
         if matches!(e.slot, Slot::Failed(_)) {
             st.errors += 1;
         }
-        self.look_ahead(env);
+        // Look ahead when there is room for a whole read (or nothing is
+        // queued), not after every page: a read is then started at full size
+        // when it can be, and a scan that needs no new read pays nothing.
+        let room = self.distance.saturating_sub(self.pinned + self.pending_n);
+        if room >= self.distance.min(self.eff_combine()) || self.queue.is_empty() {
+            self.look_ahead(env);
+        }
         self.in_fast_path = self.cfg.fast_path
             && self.ios_in_progress == 0
             && self.pinned == 1

@@ -173,7 +173,7 @@ impl Env<usize> for Sim {
         assert!(fr.2 > 0, "unpin of unpinned frame");
         fr.2 -= 1;
     }
-    fn start_read(&mut self, slot: u32, first: u64, frames: Box<[u32]>, descending: bool) {
+    fn start_read(&mut self, slot: u32, first: u64, frames: Vec<u32>, descending: bool) {
         let n = frames.len();
         if n > self.combine {
             self.violations
@@ -199,10 +199,7 @@ impl Env<usize> for Sim {
                 .push(format!("read {run:?} was never consecutive in the source"));
         }
         self.reads.push((first, n, descending));
-        self.in_flight.push(SimRead {
-            slot,
-            frames: frames.into_vec(),
-        });
+        self.in_flight.push(SimRead { slot, frames });
         self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
     }
     fn advise(&mut self, _first: u64, _n: usize) {}

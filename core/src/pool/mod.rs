@@ -146,14 +146,26 @@ impl PoolBuilder {
             .frames
             .checked_mul(self.block_size)
             .ok_or_else(|| oom_clone(&oom))?;
-        let layout =
-            Layout::from_size_align(bytes, FRAME_ALIGN.max(self.block_size.min(FRAME_ALIGN)))
-                .map_err(|_| oom_clone(&oom))?;
+        // Allocate with the allocator's natural alignment and align by hand:
+        // a zeroed allocation at alignment ≤ 16 is `calloc`, which for large
+        // sizes maps fresh zero pages lazily, where a 4096-aligned one would
+        // be `posix_memalign` plus a memset of the whole pool up front.
+        let padded = bytes
+            .checked_add(FRAME_ALIGN)
+            .ok_or_else(|| oom_clone(&oom))?;
+        let layout = Layout::from_size_align(padded, 16).map_err(|_| oom_clone(&oom))?;
         // SAFETY: `layout` has a non-zero size (frames ≥ 1, block_size ≥ 512).
-        let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        let memory = NonNull::new(ptr).ok_or(oom)?;
+        let base = unsafe { alloc::alloc_zeroed(layout) };
+        let base = NonNull::new(base).ok_or(oom)?;
+        let pad = base.as_ptr().align_offset(FRAME_ALIGN);
+        debug_assert!(pad < FRAME_ALIGN);
+        // SAFETY: `pad < FRAME_ALIGN`, and the allocation has `FRAME_ALIGN`
+        // bytes beyond the `bytes` the frames use, so `base + pad` and the
+        // `bytes` after it are inside it.
+        let memory = unsafe { NonNull::new_unchecked(base.as_ptr().add(pad)) };
         Ok(BufferPool {
             inner: Arc::new(PoolInner {
+                base,
                 memory,
                 layout,
                 block_size: self.block_size,
@@ -165,6 +177,7 @@ impl PoolBuilder {
                 waiters: Waiters::new(),
                 reserved: AtomicUsize::new(0),
                 streams: AtomicUsize::new(0),
+                share: AtomicUsize::new(self.frames),
                 evictions: AtomicU64::new(0),
                 ring_reuses: AtomicU64::new(0),
                 exhausted: AtomicU64::new(0),
@@ -250,7 +263,8 @@ impl BufferPool {
 pub(crate) struct PoolInner {
     /// Start of frame memory: `nframes * block_size` bytes, `FRAME_ALIGN`ed.
     memory: NonNull<u8>,
-    /// The layout `memory` was allocated with, to free it.
+    /// The allocation `memory` lies in, and its layout, to free it.
+    base: NonNull<u8>,
     layout: Layout,
     pub(crate) block_size: usize,
     /// log2(block_size): frame offset is `f << block_shift`.
@@ -271,6 +285,9 @@ pub(crate) struct PoolInner {
     pub(crate) reserved: AtomicUsize,
     /// Live streams on this pool.
     pub(crate) streams: AtomicUsize,
+    /// `nframes / streams`, kept up to date when streams come and go so the
+    /// look-ahead path need not divide.
+    share: AtomicUsize,
     /// Frames taken from another block by the clock sweep (miss path only).
     evictions: AtomicU64,
     /// Frames reused from a stream's ring.
@@ -292,9 +309,9 @@ unsafe impl Sync for PoolInner {}
 
 impl Drop for PoolInner {
     fn drop(&mut self) {
-        // SAFETY: `memory` came from `alloc_zeroed(self.layout)` and is freed
+        // SAFETY: `base` came from `alloc_zeroed(self.layout)` and is freed
         // once; no frame can be referenced now that the last Arc is gone.
-        unsafe { alloc::dealloc(self.memory.as_ptr(), self.layout) };
+        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) };
     }
 }
 
@@ -504,7 +521,7 @@ impl PoolInner {
             match self.try_claim(f, 0) {
                 Claim::Got => {
                     if let Some(ring) = ring {
-                        ring.replace(f);
+                        ring.add(f);
                     }
                     return Ok(f);
                 }
@@ -608,15 +625,31 @@ impl PoolInner {
         st
     }
 
+    /// Registers a stream claiming `demand` frames for look-ahead.
+    pub(crate) fn stream_started(&self, demand: usize) {
+        self.reserved.fetch_add(demand, Ordering::Relaxed);
+        let n = self.streams.fetch_add(1, Ordering::Relaxed) + 1;
+        self.share
+            .store((self.nframes / n).max(1), Ordering::Relaxed);
+    }
+
+    /// Unregisters a stream (see [`stream_started`](Self::stream_started)).
+    pub(crate) fn stream_ended(&self, demand: usize) {
+        self.reserved.fetch_sub(demand, Ordering::Relaxed);
+        let n = self.streams.fetch_sub(1, Ordering::Relaxed) - 1;
+        self.share
+            .store((self.nframes / n.max(1)).max(1), Ordering::Relaxed);
+    }
+
     /// Frames a stream claiming `mine` may pin for look-ahead now: what the
     /// other live streams have not claimed, and never less than a fair share
     /// of the pool, so many streams on a small pool each keep several reads
     /// in flight instead of one hogging it and the rest starving.
+    #[inline]
     pub(crate) fn available_for(&self, mine: usize) -> usize {
         let others = self.reserved.load(Ordering::Relaxed).saturating_sub(mine);
         let free = self.nframes.saturating_sub(others);
-        let share = self.nframes / self.streams.load(Ordering::Relaxed).max(1);
-        free.max(share).max(1)
+        free.max(self.share.load(Ordering::Relaxed))
     }
 }
 

@@ -4,9 +4,14 @@
 //! cache.
 //!
 //! A ring never caps look-ahead: when its next slot is still pinned (or was
-//! used again by someone else), the stream takes a frame from the clock sweep
-//! and puts it into the slot instead, exactly as PostgreSQL does. So a ring
-//! smaller than a stream's pin budget costs cache footprint, never depth.
+//! used again by someone else), the stream takes a frame from the clock
+//! sweep. PostgreSQL then puts that frame in the slot instead, and the
+//! pinned one leaves the ring; a scan whose look-ahead is deeper than its
+//! ring (a cold scan at full depth pins `(max_ios + 1) × io_combine_limit`
+//! frames) would so cycle through the whole pool. Here the ring *grows*
+//! instead, up to the stream's pin budget plus one read, so a deep scan
+//! recycles its own frames too; a shallow one (a warm scan keeps about one
+//! read ahead) never grows it past the size asked for.
 
 const EMPTY_SLOT: u32 = u32::MAX;
 
@@ -36,15 +41,20 @@ impl RingSize {
 /// One stream's ring of frame numbers.
 #[derive(Debug)]
 pub(crate) struct Ring {
-    slots: Box<[u32]>,
+    slots: Vec<u32>,
     pos: usize,
+    /// Most slots it may grow to.
+    max_len: usize,
 }
 
 impl Ring {
-    pub(crate) fn new(frames: usize) -> Self {
+    /// A ring of `frames` slots that may grow to `max_len`.
+    pub(crate) fn new(frames: usize, max_len: usize) -> Self {
+        let frames = frames.max(1);
         Ring {
-            slots: vec![EMPTY_SLOT; frames.max(1)].into_boxed_slice(),
+            slots: vec![EMPTY_SLOT; frames],
             pos: 0,
+            max_len: max_len.max(frames),
         }
     }
 
@@ -62,9 +72,20 @@ impl Ring {
         }
     }
 
-    /// Puts `f` into the current slot and moves on.
-    pub(crate) fn replace(&mut self, f: u32) {
-        self.slots[self.pos] = f;
+    /// Puts `f`, a frame from the clock sweep, into the ring: into the
+    /// current slot if it is empty, else (its frame was busy) as a new slot
+    /// here while the ring may grow, else over the busy one. Moves on.
+    pub(crate) fn add(&mut self, f: u32) {
+        if self.slots[self.pos] != EMPTY_SLOT && self.slots.len() < self.max_len {
+            self.slots.insert(self.pos, f);
+        } else {
+            self.slots[self.pos] = f;
+        }
         self.advance();
+    }
+
+    /// Slots now.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
     }
 }

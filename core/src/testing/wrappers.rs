@@ -260,8 +260,8 @@ where
         self.inner.advice_useful(file)
     }
 
-    fn advise(&self, file: &E::File, first: BlockNumber, nblocks: usize) {
-        self.inner.advise(file, first, nblocks);
+    fn advise(&self, file: &E::File, offset: u64, len: u64) {
+        self.inner.advise(file, offset, len);
     }
 
     fn name(&self) -> &'static str {
@@ -385,8 +385,8 @@ impl<E: IoEngine> IoEngine for Faulty<E> {
         self.inner.advice_useful(file)
     }
 
-    fn advise(&self, file: &E::File, first: BlockNumber, nblocks: usize) {
-        self.inner.advise(file, first, nblocks);
+    fn advise(&self, file: &E::File, offset: u64, len: u64) {
+        self.inner.advise(file, offset, len);
     }
 
     fn name(&self) -> &'static str {
@@ -396,13 +396,18 @@ impl<E: IoEngine> IoEngine for Faulty<E> {
 
 type Held<F> = Arc<Mutex<Vec<(F, ReadRequest)>>>;
 
-/// Holds every read covering a chosen block and never completes it, until
-/// [`Stall::cancel_all`] drops them (the reads then end as cancelled) or
-/// [`Stall::release_all`] passes them on.
+/// Holds every read covering a chosen block (or every read) and never
+/// completes it, until [`Stall::cancel_all`] drops them (the reads then end
+/// as cancelled) or [`Stall::release_all`] passes them on.
+///
+/// Holding every read and releasing them in rounds turns a latency-bound
+/// run into a deterministic one: each round is one round trip, and what is
+/// held when a stream waits is exactly what it keeps in flight.
 #[derive(Clone)]
 pub struct Stall<E: IoEngine> {
     inner: E,
-    blocks: Arc<HashSet<BlockNumber>>,
+    /// `None`: every read.
+    blocks: Option<Arc<HashSet<BlockNumber>>>,
     held: Held<E::File>,
 }
 
@@ -420,7 +425,16 @@ impl<E: IoEngine> Stall<E> {
     pub fn new(inner: E, blocks: impl IntoIterator<Item = BlockNumber>) -> Self {
         Stall {
             inner,
-            blocks: Arc::new(blocks.into_iter().collect()),
+            blocks: Some(Arc::new(blocks.into_iter().collect())),
+            held: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Wraps `inner`, holding every read.
+    pub fn every_read(inner: E) -> Self {
+        Stall {
+            inner,
+            blocks: None,
             held: Arc::new(Mutex::new(Vec::new())),
         }
     }
@@ -455,7 +469,11 @@ where
     fn start_read(&self, file: &E::File, req: ReadRequest) {
         let first = req.first_block();
         let last = first + req.nblocks() as u64;
-        if self.blocks.iter().any(|b| (first..last).contains(b)) {
+        let hold = match &self.blocks {
+            None => true,
+            Some(blocks) => blocks.iter().any(|b| (first..last).contains(b)),
+        };
+        if hold {
             lock(&self.held).push((file.clone(), req));
         } else {
             self.inner.start_read(file, req);
