@@ -234,30 +234,39 @@ impl ReadRequest {
         self.descending
     }
 
-    /// The destination buffers, one per block, in file order; the first may
-    /// be partial after a short read. Frames are adjacent in memory when
-    /// their frame numbers are consecutive; engines may use that.
+    /// The destination buffers in file order: one per run of frames that
+    /// are adjacent in memory (a ring or a fresh pool hands out adjacent
+    /// frames, so a whole read is often one buffer), the first starting
+    /// after any bytes an earlier short read filled.
     pub fn buffers_mut(&mut self) -> Vec<IoSliceMut<'_>> {
         let bs = self.block_size();
-        let skip = self.skip;
         let pool = &self.stream.pool;
-        self.frames[self.done..]
-            .iter()
-            .enumerate()
-            .map(|(i, &f)| {
-                let (off, len) = if i == 0 { (skip, bs - skip) } else { (0, bs) };
-                // SAFETY: this request owns frame `f`'s IO status (frame.rs
-                // rule 1): no one reads or writes its bytes until `complete`
-                // or `Drop` publishes it, and `&mut self` keeps this borrow
-                // unique. `off + len <= block_size` stays inside the frame.
-                let s = unsafe { std::slice::from_raw_parts_mut(pool.frame_ptr(f).add(off), len) };
-                IoSliceMut::new(s)
+        let mut runs: Vec<(*mut u8, usize)> = Vec::with_capacity(4);
+        for (i, &f) in self.frames[self.done..].iter().enumerate() {
+            let off = if i == 0 { self.skip } else { 0 };
+            // `off < block_size`, so this stays inside frame `f`.
+            let ptr = pool.frame_ptr(f).wrapping_add(off);
+            match runs.last_mut() {
+                Some((p, len)) if p.wrapping_add(*len) == ptr => *len += bs - off,
+                _ => runs.push((ptr, bs - off)),
+            }
+        }
+        runs.into_iter()
+            .map(|(ptr, len)| {
+                // SAFETY: each run covers whole frames owned by this request
+                // (the first from `skip`), which holds their IO status
+                // (frame.rs rule 1): no one else reads or writes those bytes
+                // until `complete` or `Drop` publishes them, and `&mut self`
+                // keeps the borrows unique. Runs only join frames whose
+                // memory is adjacent, so each run is one range inside the
+                // pool's allocation, and runs do not overlap.
+                IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
             })
             .collect()
     }
 
-    /// Raw destination pointers and lengths, one per block, for engines that
-    /// hand memory to the kernel (io_uring). The pointers stay valid, and
+    /// Raw destination pointers and lengths, as [`buffers_mut`](Self::buffers_mut),
+    /// for engines that hand memory to the kernel (io_uring). The pointers stay valid, and
     /// exclusively this request's, until it is completed or dropped.
     pub fn raw_buffers(&mut self) -> Vec<(*mut u8, usize)> {
         self.buffers_mut()
