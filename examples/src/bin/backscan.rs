@@ -1,0 +1,711 @@
+//! `backscan`: forward against backward cold scans of a stamped data file
+//! through a pagestream [`ReadStream`] on the thread-pool engine, with and
+//! without backward I/O combining, buffered and O_DIRECT — the measurement
+//! of PostgreSQL's "read stream: Backward I/O combining" thread.
+//!
+//! ```text
+//! cargo run --release --bin backscan -- [--mode buffered|direct|both] [--pairs N] [--combine 1,8,16,32] [--json] …
+//! ```
+//!
+//! For each mode (buffered, O_DIRECT), each combining setting (off: the
+//! "before" table; on: the "after" table) and each `io_combine_limit`, it
+//! runs `--pairs` forward/backward pairs, alternating (fwd, bwd, fwd, bwd …),
+//! each cold: the file is fsynced and evicted from the OS page cache
+//! (`POSIX_FADV_DONTNEED`), residency is checked with `mincore` and the run
+//! refused if more than 1% is resident. It prints the seed's table,
+//! `io_combine_limit | forward | backward | bwd/fwd`, with medians and
+//! min–max, and the reads and mean blocks per read of each direction.
+//!
+//! Every run computes the order-independent checksum of the lib; every run
+//! over the file must give the same one (forward and backward included),
+//! otherwise the program fails.
+
+use futures::executor::block_on;
+use futures::StreamExt;
+use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
+use pagestream_examples::args::{format_size, parse_size, Arg, Args, UsageError};
+use pagestream_examples::cache;
+use pagestream_examples::checksum::Checksum;
+use pagestream_examples::data::{self, Ensured};
+use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_threadpool::{EngineStats, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: backscan [options]
+
+Scans a stamped data file cold, forward and backward, through a pagestream
+ReadStream on the thread-pool engine, at several io_combine_limits, with and
+without backward I/O combining, buffered and with O_DIRECT, and prints
+io_combine_limit | forward | backward | bwd/fwd (medians, min-max) with the
+reads and mean blocks per read of each direction. Forward and backward runs
+alternate; every run is cold (fsync + POSIX_FADV_DONTNEED, residency checked
+with mincore, refused if more than 1% stays resident).
+
+options:
+  --file PATH         data file (created, stamped, if absent; default
+                      target/pagestream-data/seqscan-<size>.dat, the file
+                      seqscan uses for that size)
+  --size SIZE         size of a file to create (default 256MiB, not seqscan's
+                      1GiB: the full matrix is 4 limits x 2 directions x
+                      2 combining settings x 2 modes x 7 pairs = 224 cold
+                      scans; a 1GiB file is a separate file, left alone)
+  --mode MODE         buffered | direct | both (default both)
+  --direct            same as --mode direct
+  --combining SET     backward combining: on | off | both (default both;
+                      off is the \"before\" table)
+  --combine LIST      io_combine_limits, comma-separated (default 1,8,16,32)
+  --pairs N           forward/backward pairs per row (default 7)
+  --max-ios N         reads in flight at most (default 16)
+  --pool-frames N     buffer pool frames (default 16384)
+  --block-size SIZE   block size (default 8KiB)
+  --ring SIZE|auto|off  ring (default auto: 256KiB when the file is larger
+                      than a quarter of the pool, as seqscan)
+  --threads N         I/O threads (default 16)
+  --json              one JSON object per row (limit x direction x combining
+                      x mode) on stdout instead of the tables
+  --verbose           print every run's stream statistics (stderr)
+  --help              this text";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Forward,
+    Backward,
+}
+
+impl Dir {
+    fn name(self) -> &'static str {
+        match self {
+            Dir::Forward => "forward",
+            Dir::Backward => "backward",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Opts {
+    file: Option<PathBuf>,
+    size: u64,
+    /// O_DIRECT off/on, in the order run.
+    modes: Vec<bool>,
+    /// Backward combining settings, in the order run.
+    combining: Vec<bool>,
+    combine: Vec<usize>,
+    pairs: usize,
+    max_ios: usize,
+    pool_frames: usize,
+    block_size: usize,
+    /// `None`: auto; `Some(0)`: off; `Some(bytes)`.
+    ring: Option<usize>,
+    threads: usize,
+    json: bool,
+    verbose: bool,
+}
+
+fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        let n: usize = p
+            .parse()
+            .map_err(|_| format!("{p:?} is not a number (expected e.g. 1,8,16,32)"))?;
+        if n == 0 || n > pagestream::MAX_IO_COMBINE_LIMIT {
+            return Err(format!(
+                "{n} is out of range: io_combine_limit must be 1 to {}",
+                pagestream::MAX_IO_COMBINE_LIMIT
+            ));
+        }
+        if !v.contains(&n) {
+            v.push(n);
+        }
+    }
+    Ok(v)
+}
+
+fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
+    let mut o = Opts {
+        file: None,
+        size: 256 << 20,
+        modes: vec![false, true],
+        combining: vec![false, true],
+        combine: vec![1, 8, 16, 32],
+        pairs: 7,
+        max_ios: 16,
+        pool_frames: 16384,
+        block_size: 8192,
+        ring: None,
+        threads: pagestream_threadpool::DEFAULT_THREADS,
+        json: false,
+        verbose: false,
+    };
+    let mut mode_given: Option<&'static str> = None;
+    while let Some(arg) = args.next_arg()? {
+        let Arg::Flag(name) = &arg else {
+            return Err(args.unknown(&arg));
+        };
+        match name.as_str() {
+            "help" => return Ok(None),
+            "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "size" => o.size = args.parsed(parse_size)?,
+            "mode" => {
+                let (modes, given) = args.parsed(|s| match s {
+                    "buffered" => Ok((vec![false], "--mode buffered")),
+                    "direct" => Ok((vec![true], "--mode direct")),
+                    "both" => Ok((vec![false, true], "--mode both")),
+                    _ => Err(format!("{s:?}: expected buffered, direct or both")),
+                })?;
+                if let Some(prev) = mode_given {
+                    if o.modes != modes {
+                        return Err(UsageError(format!("{given} contradicts {prev}")));
+                    }
+                }
+                o.modes = modes;
+                mode_given = Some(given);
+            }
+            "direct" => {
+                if let Some(prev) = mode_given {
+                    if o.modes != [true] {
+                        return Err(UsageError(format!("--direct contradicts {prev}")));
+                    }
+                }
+                o.modes = vec![true];
+                mode_given = Some("--direct");
+            }
+            "combining" => {
+                o.combining = args.parsed(|s| match s {
+                    "on" => Ok(vec![true]),
+                    "off" => Ok(vec![false]),
+                    "both" => Ok(vec![false, true]),
+                    _ => Err(format!("{s:?}: expected on, off or both")),
+                })?
+            }
+            "combine" => o.combine = args.parsed(parse_list)?,
+            "pairs" => o.pairs = args.number()?,
+            "max-ios" => o.max_ios = args.number()?,
+            "pool-frames" => o.pool_frames = args.number()?,
+            "block-size" => {
+                o.block_size = args.parsed(|s| {
+                    let v = parse_size(s)?;
+                    usize::try_from(v).map_err(|_| format!("{s:?} is too large"))
+                })?
+            }
+            "ring" => {
+                o.ring = args.parsed(|s| match s {
+                    "auto" => Ok(None),
+                    "off" => Ok(Some(0)),
+                    _ => {
+                        let v = parse_size(s)?;
+                        match usize::try_from(v) {
+                            Ok(0) | Err(_) => Err(format!("{s:?}: expected a size, auto or off")),
+                            Ok(v) => Ok(Some(v)),
+                        }
+                    }
+                })?
+            }
+            "threads" => o.threads = args.number()?,
+            "json" => o.json = true,
+            "verbose" => o.verbose = true,
+            _ => return Err(args.unknown(&arg)),
+        }
+    }
+    let bad = |m: String| Err(UsageError(m));
+    if o.pairs == 0 {
+        return bad("--pairs must be at least 1".into());
+    }
+    if o.threads == 0 {
+        return bad("--threads must be at least 1".into());
+    }
+    if o.max_ios > pagestream::MAX_IOS {
+        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
+    }
+    if o.pool_frames == 0 {
+        return bad("--pool-frames must be at least 1".into());
+    }
+    if o.block_size < 512 || !o.block_size.is_power_of_two() || o.block_size > 1 << 20 {
+        return bad(format!(
+            "--block-size {} must be a power of two from 512 bytes to 1MiB",
+            o.block_size
+        ));
+    }
+    if o.size == 0 || o.size % o.block_size as u64 != 0 {
+        return bad(format!(
+            "--size {} must be a positive multiple of the block size {}",
+            o.size, o.block_size
+        ));
+    }
+    Ok(Some(o))
+}
+
+/// One timed cold scan.
+struct Run {
+    seconds: f64,
+    pages: u64,
+    checksum: u64,
+    resident_before: f64,
+    stats: StreamStats,
+    engine: EngineStats,
+}
+
+/// The runs of one direction of one row.
+struct Side {
+    runs: Vec<Run>,
+}
+
+impl Side {
+    fn seconds(&self) -> Spread {
+        let v: Vec<f64> = self.runs.iter().map(|r| r.seconds).collect();
+        Spread::of(&v).expect("at least one run")
+    }
+
+    fn median_of(&self, f: impl Fn(&Run) -> f64) -> f64 {
+        let v: Vec<f64> = self.runs.iter().map(f).collect();
+        Spread::of(&v).expect("at least one run").median
+    }
+
+    fn reads(&self) -> f64 {
+        self.median_of(|r| r.stats.reads as f64)
+    }
+
+    fn blocks_per_read(&self) -> f64 {
+        self.median_of(|r| r.stats.mean_blocks_per_read())
+    }
+}
+
+/// One row: a limit, a combining setting and a mode, both directions.
+struct Row {
+    direct: bool,
+    backward_combining: bool,
+    combine: usize,
+    fwd: Side,
+    bwd: Side,
+}
+
+impl Row {
+    /// Median of the per-pair bwd/fwd ratios.
+    fn pair_ratios(&self) -> Spread {
+        let v: Vec<f64> = self
+            .fwd
+            .runs
+            .iter()
+            .zip(&self.bwd.runs)
+            .map(|(f, b)| b.seconds / f.seconds)
+            .collect();
+        Spread::of(&v).expect("at least one pair")
+    }
+
+    fn ratio(&self) -> f64 {
+        self.bwd.seconds().median / self.fwd.seconds().median
+    }
+
+    fn json(&self, dir: Dir, o: &Opts, path: &str, bytes: u64) -> JsonObject {
+        let side = match dir {
+            Dir::Forward => &self.fwd,
+            Dir::Backward => &self.bwd,
+        };
+        let s = side.seconds();
+        let first = &side.runs[0];
+        let med = |f: &dyn Fn(&Run) -> f64| side.median_of(f);
+        let mut j = JsonObject::default();
+        j.set("combine", self.combine)
+            .set("direction", dir.name())
+            .set("backward_combining", self.backward_combining)
+            .set("direct", self.direct)
+            .set("seconds", s.median)
+            .set("seconds_min", s.min)
+            .set("seconds_max", s.max)
+            .set("reads", side.reads())
+            .set("mean_blocks_per_read", side.blocks_per_read())
+            .set("checksum", first.checksum)
+            .set("pairs", s.n)
+            .set("mib_per_s", mib_per_s(bytes, s.median))
+            .set("bwd_fwd", self.ratio())
+            .set("bwd_fwd_pairs_median", self.pair_ratios().median)
+            .set("pages", first.pages)
+            .set("max_in_flight", med(&|r| r.stats.max_in_flight as f64))
+            .set(
+                "max_blocks_per_read",
+                med(&|r| r.stats.max_blocks_per_read as f64),
+            )
+            .set("backward_reads", med(&|r| r.stats.backward_reads as f64))
+            .set("cached_reads", med(&|r| r.stats.cached_reads as f64))
+            .set("advice", med(&|r| r.stats.advice as f64))
+            .set("waits", med(&|r| r.stats.waits as f64))
+            .set("wait_seconds", med(&|r| r.stats.wait_time.as_secs_f64()))
+            .set("mean_distance", med(&|r| r.stats.mean_distance()))
+            .set("max_distance", med(&|r| r.stats.max_distance as f64))
+            .set(
+                "limited_by_max_ios",
+                med(&|r| r.stats.limited_by_max_ios as f64),
+            )
+            .set(
+                "limited_by_pin_budget",
+                med(&|r| r.stats.limited_by_pin_budget as f64),
+            )
+            .set(
+                "limited_by_distance",
+                med(&|r| r.stats.limited_by_distance as f64),
+            )
+            .set(
+                "limited_by_frames",
+                med(&|r| r.stats.limited_by_frames as f64),
+            )
+            .set(
+                "engine_thread_preads",
+                med(&|r| r.engine.thread_preads as f64),
+            )
+            .set("engine_nowait_full", med(&|r| r.engine.nowait_full as f64))
+            .set(
+                "resident_before_max",
+                side.runs
+                    .iter()
+                    .map(|r| r.resident_before)
+                    .fold(0.0, f64::max),
+            )
+            .set("file", path)
+            .set("block_size", o.block_size)
+            .set("max_ios", o.max_ios)
+            .set("pool_frames", o.pool_frames);
+        j
+    }
+}
+
+fn diff(a: EngineStats, b: EngineStats) -> EngineStats {
+    let mut d = EngineStats::default();
+    d.nowait_full = b.nowait_full - a.nowait_full;
+    d.nowait_partial = b.nowait_partial - a.nowait_partial;
+    d.nowait_would_block = b.nowait_would_block - a.nowait_would_block;
+    d.nowait_nanos = b.nowait_nanos - a.nowait_nanos;
+    d.queued = b.queued - a.queued;
+    d.thread_preads = b.thread_preads - a.thread_preads;
+    d.threads_started = b.threads_started - a.threads_started;
+    d
+}
+
+struct Ctx {
+    o: Opts,
+    path: PathBuf,
+    nblocks: u64,
+    engine: ThreadPoolEngine,
+    /// A buffered handle for cache control.
+    plain: File,
+}
+
+impl Ctx {
+    fn scan<S: BlockSource>(
+        &self,
+        direct: bool,
+        combine: usize,
+        backward_combining: bool,
+        src: S,
+    ) -> io::Result<(Checksum, f64, StreamStats)> {
+        let frames = self.o.pool_frames;
+        let pool = BufferPool::new(frames, self.o.block_size).map_err(io::Error::from)?;
+        let ring = match self.o.ring {
+            None if self.nblocks > frames as u64 / 4 => Some(RingSize::BULKREAD),
+            None | Some(0) => None,
+            Some(b) => Some(RingSize::Bytes(b)),
+        };
+        let file = ThreadPoolFile::open_with(
+            &self.path,
+            OpenOptions::new()
+                .direct(direct)
+                .block_size(self.o.block_size),
+        )?;
+        let mut stream = ReadStream::builder(&pool, self.engine.clone(), file)
+            .max_ios(self.o.max_ios)
+            .io_combine_limit(combine)
+            .backward_combining(backward_combining)
+            .ring(ring)
+            .build(src)
+            .map_err(io::Error::from)?;
+        block_on(async {
+            let start = Instant::now();
+            let mut ck = Checksum::default();
+            while let Some(page) = stream.next().await {
+                let page = page?;
+                ck.add(page.block(), &page);
+            }
+            let secs = start.elapsed().as_secs_f64();
+            Ok((ck, secs, stream.close().await))
+        })
+    }
+
+    /// One cold scan in direction `dir`.
+    fn cold(
+        &self,
+        direct: bool,
+        combine: usize,
+        backward_combining: bool,
+        dir: Dir,
+    ) -> io::Result<Run> {
+        cache::evict(&self.plain)?;
+        let resident = cache::resident_fraction(&self.plain)?;
+        if resident > 0.01 {
+            return Err(io::Error::other(format!(
+                "cannot make {} cold: {:.1}% of it is still in the page cache after \
+                 POSIX_FADV_DONTNEED (mapped or locked by another process?)",
+                self.path.display(),
+                resident * 100.0
+            )));
+        }
+        let before = self.engine.stats();
+        let (ck, secs, st) = match dir {
+            Dir::Forward => self.scan(
+                direct,
+                combine,
+                backward_combining,
+                source::forward(0..self.nblocks),
+            )?,
+            Dir::Backward => self.scan(
+                direct,
+                combine,
+                backward_combining,
+                source::backward(0..self.nblocks),
+            )?,
+        };
+        let engine = diff(before, self.engine.stats());
+        if ck.pages != self.nblocks {
+            return Err(io::Error::other(format!(
+                "{} scan returned {} pages of {}",
+                dir.name(),
+                ck.pages,
+                self.nblocks
+            )));
+        }
+        if self.o.verbose {
+            eprintln!(
+                "backscan: {} combine={} backward_combining={} {}: {:.1} ms",
+                if direct { "O_DIRECT" } else { "buffered" },
+                combine,
+                if backward_combining { "on" } else { "off" },
+                dir.name(),
+                secs * 1e3
+            );
+            for line in st.to_string().lines() {
+                eprintln!("    {line}");
+            }
+            eprintln!(
+                "    Engine: nowait full={} partial={} would-block={}  thread preads={}",
+                engine.nowait_full,
+                engine.nowait_partial,
+                engine.nowait_would_block,
+                engine.thread_preads
+            );
+        }
+        Ok(Run {
+            seconds: secs,
+            pages: ck.pages,
+            checksum: ck.sum,
+            resident_before: resident,
+            stats: st,
+            engine,
+        })
+    }
+
+    fn row(&self, direct: bool, backward_combining: bool, combine: usize) -> io::Result<Row> {
+        let mut fwd = Vec::with_capacity(self.o.pairs);
+        let mut bwd = Vec::with_capacity(self.o.pairs);
+        for _ in 0..self.o.pairs {
+            fwd.push(self.cold(direct, combine, backward_combining, Dir::Forward)?);
+            bwd.push(self.cold(direct, combine, backward_combining, Dir::Backward)?);
+        }
+        Ok(Row {
+            direct,
+            backward_combining,
+            combine,
+            fwd: Side { runs: fwd },
+            bwd: Side { runs: bwd },
+        })
+    }
+}
+
+fn ms(s: &Spread) -> String {
+    format!(
+        "{:.1} ({:.1}–{:.1})",
+        s.median * 1e3,
+        s.min * 1e3,
+        s.max * 1e3
+    )
+}
+
+fn table_header(out: &mut String, direct: bool, combining: bool, o: &Opts, bytes: u64) {
+    let _ = writeln!(
+        out,
+        "\n=== cold, {}, backward combining {} — {} pairs, median ms (min–max) ===",
+        if direct { "O_DIRECT" } else { "buffered" },
+        if combining {
+            "on (after)"
+        } else {
+            "off (before)"
+        },
+        o.pairs
+    );
+    let _ = writeln!(
+        out,
+        "(file {}, max_ios={}, {} frames)",
+        format_size(bytes),
+        o.max_ios,
+        o.pool_frames
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} | {:>24} | {:>24} | {:>7} | {:>9} | {:>8} | {:>9} | {:>8}",
+        "io_combine_limit",
+        "forward(ms)",
+        "backward(ms)",
+        "bwd/fwd",
+        "fwd reads",
+        "fwd blk/r",
+        "bwd reads",
+        "bwd blk/r"
+    );
+    let _ = writeln!(
+        out,
+        "{:-<17}+{:-<26}+{:-<26}+{:-<9}+{:-<11}+{:-<10}+{:-<11}+{:-<9}",
+        "", "", "", "", "", "", "", ""
+    );
+}
+
+fn table_row(out: &mut String, r: &Row) {
+    let _ = writeln!(
+        out,
+        "{:<16} | {:>24} | {:>24} | {:>6.2}x | {:>9.0} | {:>8.2} | {:>9.0} | {:>8.2}",
+        r.combine,
+        ms(&r.fwd.seconds()),
+        ms(&r.bwd.seconds()),
+        r.ratio(),
+        r.fwd.reads(),
+        r.fwd.blocks_per_read(),
+        r.bwd.reads(),
+        r.bwd.blocks_per_read()
+    );
+}
+
+fn run(o: Opts) -> io::Result<()> {
+    let path = match &o.file {
+        Some(p) => p.clone(),
+        None => data::data_dir().join(format!("seqscan-{}.dat", format_size(o.size))),
+    };
+    if !path.exists() {
+        eprintln!(
+            "backscan: creating {} ({}) …",
+            path.display(),
+            format_size(o.size)
+        );
+    }
+    let len = if o.file.is_some() && path.exists() {
+        // A file the user named is scanned as it is, never rewritten.
+        std::fs::metadata(&path)?.len()
+    } else {
+        match data::ensure_stamped(&path, o.size, o.block_size, data::DEFAULT_SEED)? {
+            Ensured::Created => o.size,
+            Ensured::Existing => std::fs::metadata(&path)?.len(),
+        }
+    };
+    let nblocks = len / o.block_size as u64;
+    if nblocks == 0 {
+        return Err(io::Error::other(format!(
+            "{} holds no whole {}-byte block",
+            path.display(),
+            o.block_size
+        )));
+    }
+    let bytes = nblocks * o.block_size as u64;
+    let engine = ThreadPoolEngine::builder().threads(o.threads).build();
+    let plain = File::open(&path)?;
+    let ctx = Ctx {
+        path: path.clone(),
+        nblocks,
+        engine,
+        plain,
+        o,
+    };
+    let o = &ctx.o;
+    let path_s = path.display().to_string();
+    if !o.json {
+        println!(
+            "backscan {}: {} blocks of {} ({}), max_ios={} threads={} pairs={} \
+             (forward and backward alternate, every run cold)",
+            path_s,
+            nblocks,
+            o.block_size,
+            format_size(bytes),
+            o.max_ios,
+            o.threads,
+            o.pairs
+        );
+    }
+    let mut checksum: Option<u64> = None;
+    for &direct in &o.modes {
+        for &combining in &o.combining {
+            let mut out = String::new();
+            if !o.json {
+                table_header(&mut out, direct, combining, o, bytes);
+                print!("{out}");
+                out.clear();
+            }
+            for &combine in &o.combine {
+                let row = ctx.row(direct, combining, combine)?;
+                // Every run over the file must agree: forward with backward,
+                // and every row with every other.
+                for (dir, side) in [(Dir::Forward, &row.fwd), (Dir::Backward, &row.bwd)] {
+                    for r in &side.runs {
+                        match checksum {
+                            None => checksum = Some(r.checksum),
+                            Some(c) if c != r.checksum => {
+                                return Err(io::Error::other(format!(
+                                    "checksum mismatch: a {} scan ({}, io_combine_limit {}, \
+                                     backward combining {}) gave {}, earlier scans gave {c}",
+                                    dir.name(),
+                                    if direct { "O_DIRECT" } else { "buffered" },
+                                    combine,
+                                    if combining { "on" } else { "off" },
+                                    r.checksum
+                                )))
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                if o.json {
+                    for dir in [Dir::Forward, Dir::Backward] {
+                        println!("{}", row.json(dir, o, &path_s, bytes).to_line());
+                    }
+                } else {
+                    table_row(&mut out, &row);
+                    print!("{out}");
+                    out.clear();
+                }
+            }
+        }
+    }
+    let summary = format!(
+        "\nchecksum {} (every forward and backward run agrees)",
+        checksum.unwrap_or(0)
+    );
+    if o.json {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+fn main() {
+    let opts = match parse_args(Args::from_env()) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(e) => e.exit("backscan", USAGE),
+    };
+    if let Err(e) = run(opts) {
+        eprintln!("backscan: error: {e}");
+        std::process::exit(1);
+    }
+}
