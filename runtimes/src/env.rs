@@ -1,0 +1,269 @@
+//! The three [`Env`]s: what a workload gets on each runtime.
+
+use crate::{EngineCounters, Env, FileOptions, Options, Runtime};
+use glommio::io::{DmaFile, OwnedDmaFile};
+use glommio::{LocalExecutorBuilder, Placement};
+use pagestream_glommio::{GlommioEngine, GlommioFile, GLOMMIO_MIN_IO_MEMORY};
+use pagestream_threadpool::{OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use pagestream_tokio_uring::{TokioUringEngine, TokioUringFile};
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+/// The thread-pool runtime's environment: a [`ThreadPoolEngine`] built from
+/// the run's [`Options`]; files are [`ThreadPoolFile`]s.
+#[derive(Debug, Clone)]
+pub struct ThreadPoolEnv {
+    engine: ThreadPoolEngine,
+}
+
+impl ThreadPoolEnv {
+    pub(crate) fn new(options: &Options) -> Self {
+        ThreadPoolEnv {
+            engine: ThreadPoolEngine::builder()
+                .threads(options.threads.max(1))
+                .nowait(options.nowait)
+                .build(),
+        }
+    }
+
+    /// The engine's own statistics.
+    pub fn stats(&self) -> pagestream_threadpool::EngineStats {
+        self.engine.stats()
+    }
+}
+
+impl Env for ThreadPoolEnv {
+    type Engine = ThreadPoolEngine;
+    type File = ThreadPoolFile;
+
+    fn runtime(&self) -> Runtime {
+        Runtime::ThreadPool
+    }
+
+    fn engine(&self) -> ThreadPoolEngine {
+        self.engine.clone()
+    }
+
+    async fn open(&self, path: &Path, opts: FileOptions) -> io::Result<ThreadPoolFile> {
+        self.open_blocking(path, opts)
+    }
+
+    fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<ThreadPoolFile> {
+        ThreadPoolFile::open_with(
+            path,
+            OpenOptions::new()
+                .direct(opts.direct)
+                .block_size(opts.block_size),
+        )
+    }
+
+    fn engine_counters(&self) -> EngineCounters {
+        let s = self.engine.stats();
+        EngineCounters(vec![
+            ("nowait_full", s.nowait_full),
+            ("nowait_partial", s.nowait_partial),
+            ("nowait_would_block", s.nowait_would_block),
+            ("nowait_nanos", s.nowait_nanos),
+            ("queued", s.queued),
+            ("thread_preads", s.thread_preads),
+            ("threads_started", s.threads_started),
+        ])
+    }
+}
+
+/// The tokio-uring runtime's environment: a [`TokioUringEngine`]; files are
+/// [`TokioUringFile`]s. Streams are polled inside the runtime's thread.
+#[derive(Debug, Clone)]
+pub struct TokioUringEnv {
+    engine: TokioUringEngine,
+}
+
+impl TokioUringEnv {
+    pub(crate) fn new() -> io::Result<Self> {
+        Ok(TokioUringEnv {
+            engine: TokioUringEngine::new()?,
+        })
+    }
+
+    /// The engine's own statistics.
+    pub fn stats(&self) -> pagestream_tokio_uring::EngineStats {
+        self.engine.stats()
+    }
+}
+
+impl Env for TokioUringEnv {
+    type Engine = TokioUringEngine;
+    type File = TokioUringFile;
+
+    fn runtime(&self) -> Runtime {
+        Runtime::TokioUring
+    }
+
+    fn engine(&self) -> TokioUringEngine {
+        self.engine.clone()
+    }
+
+    async fn open(&self, path: &Path, opts: FileOptions) -> io::Result<TokioUringFile> {
+        self.open_blocking(path, opts)
+    }
+
+    fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<TokioUringFile> {
+        if opts.direct {
+            TokioUringFile::open_direct(path, opts.block_size)
+        } else {
+            TokioUringFile::open(path)
+        }
+    }
+
+    fn engine_counters(&self) -> EngineCounters {
+        let s = self.engine.stats();
+        EngineCounters(vec![
+            ("reads", s.reads),
+            ("vectored", s.vectored),
+            ("bounced", s.bounced),
+            ("bytes", s.bytes),
+        ])
+    }
+}
+
+type OpenReply = mpsc::Sender<io::Result<OwnedDmaFile>>;
+
+/// The glommio runtime's environment: a [`GlommioEngine`] on the executor's
+/// thread; files are [`GlommioFile`]s (`O_DIRECT` only). `!Send`.
+pub struct GlommioEnv {
+    engine: GlommioEngine,
+    /// The helper executor's queue for [`Env::open_blocking`], started on
+    /// first use; dropping it ends the helper.
+    opener: RefCell<Option<mpsc::Sender<(PathBuf, OpenReply)>>>,
+}
+
+impl fmt::Debug for GlommioEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GlommioEnv")
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+fn buffered_unsupported(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "glommio reads with O_DIRECT only (DMA files): cannot open {} buffered; \
+             ask for FileOptions::direct",
+            path.display()
+        ),
+    )
+}
+
+impl GlommioEnv {
+    pub(crate) fn new() -> Self {
+        GlommioEnv {
+            engine: GlommioEngine::new(),
+            opener: RefCell::new(None),
+        }
+    }
+
+    /// The engine's own statistics.
+    pub fn stats(&self) -> pagestream_glommio::EngineStats {
+        self.engine.stats()
+    }
+
+    /// A thread running a small glommio executor that opens DMA files and
+    /// sends them back as `OwnedDmaFile`s, until the sender is dropped.
+    fn start_opener() -> io::Result<mpsc::Sender<(PathBuf, OpenReply)>> {
+        let (tx, rx) = mpsc::channel::<(PathBuf, OpenReply)>();
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
+        std::thread::Builder::new()
+            .name("pagestream-glommio-opener".into())
+            .spawn(move || {
+                let ex = match LocalExecutorBuilder::new(Placement::Unbound)
+                    .io_memory(GLOMMIO_MIN_IO_MEMORY)
+                    .make()
+                {
+                    Ok(ex) => ex,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(io::Error::other(format!(
+                            "cannot start glommio's file-opening executor: {e}"
+                        ))));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                ex.run(async move {
+                    // Blocking in recv is fine: this executor has nothing
+                    // else to do between requests.
+                    while let Ok((path, reply)) = rx.recv() {
+                        let r = DmaFile::open(&path)
+                            .await
+                            .map(OwnedDmaFile::from)
+                            .map_err(io::Error::from);
+                        let _ = reply.send(r);
+                    }
+                });
+            })?;
+        ready_rx
+            .recv()
+            .map_err(|_| io::Error::other("glommio's file-opening thread died"))??;
+        Ok(tx)
+    }
+}
+
+impl Env for GlommioEnv {
+    type Engine = GlommioEngine;
+    type File = GlommioFile;
+
+    fn runtime(&self) -> Runtime {
+        Runtime::Glommio
+    }
+
+    fn engine(&self) -> GlommioEngine {
+        self.engine.clone()
+    }
+
+    async fn open(&self, path: &Path, opts: FileOptions) -> io::Result<GlommioFile> {
+        if !opts.direct {
+            return Err(buffered_unsupported(path));
+        }
+        GlommioFile::open(path, opts.block_size).await
+    }
+
+    fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<GlommioFile> {
+        if !opts.direct {
+            return Err(buffered_unsupported(path));
+        }
+        let mut opener = self.opener.borrow_mut();
+        if opener.is_none() {
+            *opener = Some(Self::start_opener()?);
+        }
+        let (reply, answer) = mpsc::channel();
+        opener
+            .as_ref()
+            .expect("opener started")
+            .send((path.to_path_buf(), reply))
+            .map_err(|_| io::Error::other("glommio's file-opening thread died"))?;
+        let owned = answer
+            .recv()
+            .map_err(|_| io::Error::other("glommio's file-opening thread died"))?
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot open {} as a glommio DMA file: {e}", path.display()),
+                )
+            })?;
+        GlommioFile::from_dma(DmaFile::from(owned), opts.block_size)
+    }
+
+    fn engine_counters(&self) -> EngineCounters {
+        let s = self.engine.stats();
+        EngineCounters(vec![
+            ("reads", s.reads),
+            ("bytes_read", s.bytes_read),
+            ("bytes_copied", s.bytes_copied),
+            ("copy_nanos", s.copy_time.as_nanos() as u64),
+        ])
+    }
+}

@@ -1,0 +1,226 @@
+//! # pagestream-runtimes
+//!
+//! Start any of pagestream's runtimes with its engine and run one workload
+//! on it, so that an example, a test or a benchmark is written once and runs
+//! everywhere.
+//!
+//! | [`Runtime`] | name | executor | engine | files |
+//! | --- | --- | --- | --- | --- |
+//! | [`Runtime::ThreadPool`] | `threadpool` | `futures::executor::block_on` on a fresh thread | `ThreadPoolEngine` (blocking `preadv` on I/O threads) | buffered or `O_DIRECT` |
+//! | [`Runtime::TokioUring`] | `tokio-uring` | `tokio_uring` runtime (`try_start`) on a fresh thread | `TokioUringEngine` (io_uring straight into frames) | buffered or `O_DIRECT` |
+//! | [`Runtime::Glommio`] | `glommio` | glommio `LocalExecutor` from `make_executor` on a fresh thread | `GlommioEngine` (DMA reads, copied into frames) | `O_DIRECT` only |
+//!
+//! A [`Workload`] is a value whose [`run`](Workload::run) is generic over an
+//! [`Env`]: the environment gives the runtime's engine ([`Env::engine`]),
+//! opens files for it ([`Env::open`], buffered or `O_DIRECT` with a block
+//! size, see [`FileOptions`]) and reports the engine's counters
+//! ([`Env::engine_counters`]). [`Runtime::run`] starts the runtime on a
+//! fresh thread, runs the workload's future there to completion and returns
+//! its output (which must be `Send`; the future itself need not be, which
+//! glommio requires). Create the [`BufferPool`](pagestream::BufferPool)
+//! inside the workload: it then lives on the runtime's thread, as glommio
+//! requires (one pool per executor).
+//!
+//! A runtime that cannot start (io_uring disabled or blocked by seccomp,
+//! `RLIMIT_MEMLOCK` too low for glommio) is a [`RuntimeError`], not a panic.
+//! A panic inside the workload is resumed on the calling thread.
+//!
+//! ```no_run
+//! use futures::StreamExt;
+//! use pagestream::{source, BufferPool, EngineFile, ReadStream};
+//! use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
+//! use std::path::PathBuf;
+//!
+//! /// Counts the pages of a file, on any runtime.
+//! struct CountPages(PathBuf);
+//!
+//! impl Workload for CountPages {
+//!     type Output = std::io::Result<u64>;
+//!
+//!     async fn run<E: Env>(self, env: E) -> std::io::Result<u64> {
+//!         let file = env.open(&self.0, FileOptions::direct(8192)).await?;
+//!         let nblocks = file.byte_len()? / 8192;
+//!         let pool = BufferPool::new(1024, 8192)?;
+//!         let mut pages = ReadStream::builder(&pool, env.engine(), file)
+//!             .build(source::forward(0..nblocks))?;
+//!         let mut n = 0;
+//!         while let Some(page) = pages.next().await {
+//!             page?;
+//!             n += 1;
+//!         }
+//!         Ok(n)
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! for rt in Runtime::ALL {
+//!     let pages = rt.run(CountPages("table.dat".into()))??;
+//!     println!("{rt}: {pages} pages");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+#![warn(clippy::clone_on_ref_ptr)]
+#![allow(async_fn_in_trait, clippy::future_not_send)]
+#![deny(unused_must_use, rustdoc::broken_intra_doc_links)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+mod env;
+mod runtime;
+
+pub use env::{GlommioEnv, ThreadPoolEnv, TokioUringEnv};
+pub use runtime::{parse_list, ParseRuntimeError, Runtime, RuntimeError};
+
+use pagestream::{EngineFile, IoEngine};
+use std::future::Future;
+use std::io;
+use std::path::Path;
+
+/// How to open a file for a runtime's engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOptions {
+    /// Open with `O_DIRECT` (bypass the OS page cache). glommio reads with
+    /// `O_DIRECT` only and refuses buffered opens.
+    pub direct: bool,
+    /// The block size of the pools the file will be read with (checked
+    /// against the file's `O_DIRECT` alignment when `direct`).
+    pub block_size: usize,
+}
+
+impl FileOptions {
+    /// Buffered (through the OS page cache), for pools of `block_size`.
+    pub fn buffered(block_size: usize) -> Self {
+        FileOptions {
+            direct: false,
+            block_size,
+        }
+    }
+
+    /// `O_DIRECT`, for pools of `block_size`.
+    pub fn direct(block_size: usize) -> Self {
+        FileOptions {
+            direct: true,
+            block_size,
+        }
+    }
+}
+
+/// Settings of the runtimes' engines, for [`Runtime::run_with`]. Settings
+/// that do not apply to a runtime are ignored by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// Thread pool: most I/O threads (default
+    /// [`pagestream_threadpool::DEFAULT_THREADS`]).
+    pub threads: usize,
+    /// Thread pool: try an inline `RWF_NOWAIT` read first on buffered files
+    /// (default on).
+    pub nowait: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            threads: pagestream_threadpool::DEFAULT_THREADS,
+            nowait: true,
+        }
+    }
+}
+
+impl Options {
+    /// Thread pool: most I/O threads.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n;
+        self
+    }
+
+    /// Thread pool: the inline `RWF_NOWAIT` attempt on or off.
+    pub fn nowait(mut self, on: bool) -> Self {
+        self.nowait = on;
+        self
+    }
+}
+
+/// An engine's counters as `(name, value)` pairs, for reports: each engine
+/// names its own (`reads`, `bytes`, `nowait_full`, …). Durations are in
+/// nanoseconds, under names ending in `_nanos`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineCounters(pub Vec<(&'static str, u64)>);
+
+impl EngineCounters {
+    /// What happened between `before` and `self` (counter by counter;
+    /// counters missing from `before` count from 0).
+    pub fn since(&self, before: &EngineCounters) -> EngineCounters {
+        EngineCounters(
+            self.0
+                .iter()
+                .map(|&(name, v)| {
+                    let b = before
+                        .0
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map_or(0, |&(_, b)| b);
+                    (name, v.wrapping_sub(b))
+                })
+                .collect(),
+        )
+    }
+
+    /// The counter `name`, if the engine has one.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.0.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    }
+}
+
+/// What a workload gets from the runtime it runs on: the engine, and a way
+/// to open files for it. Implemented by [`ThreadPoolEnv`],
+/// [`TokioUringEnv`] and [`GlommioEnv`]; a workload is written against this
+/// trait and so runs on all of them.
+pub trait Env {
+    /// The runtime's engine.
+    type Engine: IoEngine<File = Self::File> + Clone + 'static;
+    /// The engine's file handle.
+    type File: EngineFile + Clone + 'static;
+
+    /// Which runtime this is.
+    fn runtime(&self) -> Runtime;
+
+    /// A handle on the runtime's engine (clones share its state and counters).
+    fn engine(&self) -> Self::Engine;
+
+    /// Opens `path` for the engine. Fails with
+    /// [`io::ErrorKind::Unsupported`] for a buffered open on glommio, and
+    /// with [`io::ErrorKind::InvalidInput`] when `direct` and the block size
+    /// does not meet the file's `O_DIRECT` alignment.
+    fn open(&self, path: &Path, opts: FileOptions) -> impl Future<Output = io::Result<Self::File>>;
+
+    /// Like [`open`](Env::open), for synchronous callers on the runtime's
+    /// thread (a conformance `Harness` makes files in a synchronous method).
+    /// On glommio, whose files open asynchronously, the file is opened by a
+    /// helper executor on another thread (started on first use, ending with
+    /// this environment) and adopted here.
+    fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<Self::File>;
+
+    /// The engine's counters so far.
+    fn engine_counters(&self) -> EngineCounters;
+}
+
+/// Something to run on any runtime: see the [crate docs](crate).
+///
+/// The value is moved to the runtime's thread (hence `Send`); its future is
+/// created and polled there and need not be `Send`. It may borrow from the
+/// caller: [`Runtime::run`] waits for it.
+pub trait Workload: Send {
+    /// What the workload returns to the caller of [`Runtime::run`].
+    type Output: Send;
+
+    /// Runs the workload on the runtime `env` belongs to.
+    fn run<E: Env>(self, env: E) -> impl Future<Output = Self::Output>;
+}

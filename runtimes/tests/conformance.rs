@@ -1,0 +1,151 @@
+//! The core conformance suite, run through `pagestream-runtimes` on every
+//! runtime: one workload, written once against [`Env`], run by
+//! [`Runtime::run`] on the thread pool (buffered and `O_DIRECT`), tokio-uring
+//! (buffered and `O_DIRECT`) and glommio (`O_DIRECT`). Nothing is skipped: a
+//! runtime that cannot start fails the test.
+
+use pagestream::testing::conformance::{run_all, Harness};
+use pagestream::testing::stamp;
+use pagestream::IoEngine;
+use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
+use std::cell::RefCell;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn fresh() -> u64 {
+    SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Writes `nblocks` stamped blocks of `block_size` to `path` and fsyncs.
+fn write_stamped(path: &PathBuf, seed: u64, nblocks: u64, block_size: usize) {
+    let mut f = std::fs::File::create(path).expect("create temp file");
+    let mut buf = vec![0u8; block_size * 64];
+    let mut b = 0;
+    while b < nblocks {
+        let n = (nblocks - b).min(64) as usize;
+        for i in 0..n {
+            stamp::fill(
+                seed,
+                b + i as u64,
+                &mut buf[i * block_size..(i + 1) * block_size],
+            );
+        }
+        f.write_all(&buf[..n * block_size]).expect("write");
+        b += n as u64;
+    }
+    f.sync_all().expect("fsync");
+}
+
+/// The conformance harness over any runtime's environment.
+struct EnvFiles<'a, E: Env> {
+    env: &'a E,
+    direct: bool,
+    name: String,
+    /// Files stay open (their inodes allocated) while the harness lives, so
+    /// no later file reuses an inode number, and with it a `FileId` whose
+    /// stale pages a pool may still hold.
+    keep: RefCell<Vec<E::File>>,
+}
+
+impl<E: Env> Harness for EnvFiles<'_, E> {
+    type Engine = E::Engine;
+
+    fn engine(&self) -> E::Engine {
+        self.env.engine()
+    }
+
+    fn stamped_file(&self, nblocks: u64, block_size: usize) -> (E::File, u64) {
+        let n = fresh();
+        let path = std::env::temp_dir().join(format!(
+            "pagestream-rt-{}-{}-{n}.dat",
+            std::process::id(),
+            self.env.runtime()
+        ));
+        let seed = 0x0077_0000_0000 ^ n ^ (u64::from(std::process::id()) << 40);
+        write_stamped(&path, seed, nblocks, block_size);
+        let opts = FileOptions {
+            direct: self.direct,
+            block_size,
+        };
+        let file = self
+            .env
+            .open_blocking(&path, opts)
+            .expect("open stamped file");
+        std::fs::remove_file(&path).expect("unlink temp file");
+        self.keep.borrow_mut().push(file.clone());
+        (file, seed)
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+/// The conformance workload: the whole suite, buffered or `O_DIRECT`.
+/// Returns the runtime it ran on and the engine's name.
+struct Conformance {
+    direct: bool,
+}
+
+impl Workload for Conformance {
+    type Output = (Runtime, &'static str);
+
+    async fn run<E: Env>(self, env: E) -> (Runtime, &'static str) {
+        let h = EnvFiles {
+            env: &env,
+            direct: self.direct,
+            name: format!(
+                "{} {}",
+                env.runtime(),
+                if self.direct { "O_DIRECT" } else { "buffered" }
+            ),
+            keep: RefCell::new(Vec::new()),
+        };
+        let before = env.engine_counters();
+        run_all(&h).await;
+        let did = env.engine_counters().since(&before);
+        eprintln!("{}: engine counters {did:?}", h.name);
+        assert!(
+            did.0.iter().any(|&(_, v)| v > 0),
+            "{}: the engine did nothing: {did:?}",
+            h.name
+        );
+        (env.runtime(), env.engine().name())
+    }
+}
+
+fn conformance(rt: Runtime, direct: bool) {
+    let (ran_on, engine) = rt
+        .run(Conformance { direct })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ran_on, rt);
+    assert_eq!(engine, rt.name(), "the runtime's engine reports its name");
+}
+
+#[test]
+fn threadpool_buffered() {
+    conformance(Runtime::ThreadPool, false);
+}
+
+#[test]
+fn threadpool_direct() {
+    conformance(Runtime::ThreadPool, true);
+}
+
+#[test]
+fn tokio_uring_buffered() {
+    conformance(Runtime::TokioUring, false);
+}
+
+#[test]
+fn tokio_uring_direct() {
+    conformance(Runtime::TokioUring, true);
+}
+
+#[test]
+fn glommio_direct() {
+    conformance(Runtime::Glommio, true);
+}

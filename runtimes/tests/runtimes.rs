@@ -1,0 +1,109 @@
+//! Running workloads through `pagestream-runtimes`: outputs come back,
+//! borrowed inputs work, panics reach the caller, glommio refuses buffered
+//! files with a clear error, and every runtime reads the same pages.
+
+use futures::StreamExt;
+use pagestream::testing::stamp;
+use pagestream::{source, BufferPool, EngineFile, ReadStream};
+use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
+use std::io;
+use std::path::{Path, PathBuf};
+
+fn stamped_file(tag: &str, nblocks: u64, seed: u64) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("pagestream-rt-{}-{tag}.dat", std::process::id()));
+    let mut buf = vec![0u8; nblocks as usize * 8192];
+    for (b, page) in buf.chunks_mut(8192).enumerate() {
+        stamp::fill(seed, b as u64, page);
+    }
+    std::fs::write(&path, &buf).expect("write stamped file");
+    path
+}
+
+/// Scans every block; returns (pages, sum of the blocks' stamp check
+/// results, thread name it ran on).
+struct Scan<'a> {
+    path: &'a Path,
+    seed: u64,
+    direct: bool,
+}
+
+impl Workload for Scan<'_> {
+    type Output = io::Result<(u64, String)>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<(u64, String)> {
+        let file = env
+            .open(
+                self.path,
+                FileOptions {
+                    direct: self.direct,
+                    block_size: 8192,
+                },
+            )
+            .await?;
+        let nblocks = file.byte_len()? / 8192;
+        let pool = BufferPool::new(64, 8192)?;
+        let mut pages = ReadStream::builder(&pool, env.engine(), file)
+            .max_ios(4)
+            .io_combine_limit(8)
+            .build(source::forward(0..nblocks))?;
+        let mut n = 0;
+        while let Some(page) = pages.next().await {
+            let page = page?;
+            assert!(stamp::check(self.seed, n, &page), "block {n}");
+            n += 1;
+        }
+        let st = pages.close().await;
+        assert_eq!(st.blocks_read, nblocks);
+        let thread = std::thread::current().name().unwrap_or("").to_string();
+        Ok((n, thread))
+    }
+}
+
+#[test]
+fn every_runtime_reads_every_page_on_its_own_thread() {
+    let path = stamped_file("scan", 100, 42);
+    for rt in Runtime::ALL {
+        for direct in [false, true] {
+            let r = rt
+                .run(Scan {
+                    path: &path,
+                    seed: 42,
+                    direct,
+                })
+                .expect("runtime starts");
+            if !direct && !rt.supports_buffered() {
+                let e = r.unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{rt}: {e}");
+                assert!(e.to_string().contains("O_DIRECT"), "{rt}: {e}");
+                continue;
+            }
+            let (pages, thread) = r.unwrap_or_else(|e| panic!("{rt} direct={direct}: {e}"));
+            assert_eq!(pages, 100, "{rt} direct={direct}");
+            assert_eq!(thread, format!("pagestream-{rt}"));
+        }
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
+struct Panics;
+
+impl Workload for Panics {
+    type Output = ();
+
+    async fn run<E: Env>(self, env: E) {
+        panic!("workload panicked on {}", env.runtime());
+    }
+}
+
+#[test]
+fn a_panic_in_the_workload_reaches_the_caller() {
+    for rt in Runtime::ALL {
+        let r = std::panic::catch_unwind(|| rt.run(Panics));
+        let payload = r.expect_err("the panic propagates");
+        let msg = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(msg, format!("workload panicked on {rt}"));
+    }
+}
