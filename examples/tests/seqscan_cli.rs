@@ -1,7 +1,7 @@
 //! `seqscan` end to end: bad command lines exit with 2 and a clear message;
 //! a small run prints one JSON object per run with the public field names,
 //! the same checksum everywhere, a cold run that was cold and a hot run that
-//! read nothing.
+//! read nothing; `--runtime all` runs on every runtime with one checksum.
 
 use std::process::Command;
 
@@ -27,6 +27,15 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["--block-size", "1000"], "power of two"),
         (&["--direct", "--cache", "warm"], "bypasses"),
         (&["stray"], "unexpected argument"),
+        (&["--runtime", "tokio"], "not a runtime"),
+        (
+            &["--runtime", "threadpool,uring"],
+            "\"uring\" is not a runtime",
+        ),
+        (
+            &["--runtime", "glommio", "--cache", "warm"],
+            "nothing to run on glommio",
+        ),
     ] {
         let out = seqscan(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -58,7 +67,17 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 fn small_run_reports_json_per_run() {
     let path = std::env::temp_dir().join(format!("pagestream-seqscan-{}.dat", std::process::id()));
     let p = path.to_str().expect("utf-8 temp path");
-    let out = seqscan(&["--file", p, "--size", "4MiB", "--json", "--repeat", "2"]);
+    let out = seqscan(&[
+        "--runtime",
+        "threadpool",
+        "--file",
+        p,
+        "--size",
+        "4MiB",
+        "--json",
+        "--repeat",
+        "2",
+    ]);
     let _ = std::fs::remove_file(&path);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -107,5 +126,95 @@ fn small_run_reports_json_per_run() {
             other => panic!("unexpected run {other:?}: {l}"),
         }
     }
+    assert!(stderr.contains("all runs agree"), "{stderr}");
+}
+
+#[test]
+fn every_runtime_runs_with_one_checksum() {
+    let path =
+        std::env::temp_dir().join(format!("pagestream-seqscan-all-{}.dat", std::process::id()));
+    let p = path.to_str().expect("utf-8 temp path");
+    let out = seqscan(&[
+        "--runtime",
+        "all",
+        "--cache",
+        "all",
+        "--file",
+        p,
+        "--size",
+        "4MiB",
+        "--json",
+        "--max-ios",
+        "4",
+    ]);
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "seqscan failed: {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let runs: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| (field(l, "runtime"), field(l, "cache")))
+        .collect();
+    // Runtime after runtime; the read loop beside the first warm scan;
+    // glommio (O_DIRECT only) has no warm run.
+    assert_eq!(
+        runs,
+        [
+            ("threadpool", "cold"),
+            ("read-loop", "warm"),
+            ("threadpool", "warm"),
+            ("threadpool", "hot"),
+            ("tokio-uring", "cold"),
+            ("tokio-uring", "warm"),
+            ("tokio-uring", "hot"),
+            ("glommio", "cold"),
+            ("glommio", "hot"),
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("glommio warm skipped") && stderr.contains("O_DIRECT"),
+        "{stderr}"
+    );
+    let checksum = field(lines[0], "checksum");
+    for l in &lines {
+        assert_eq!(field(l, "checksum"), checksum, "checksums differ: {stdout}");
+        assert_eq!(field(l, "pages"), "512", "{l}");
+        let runtime = field(l, "runtime");
+        let direct = if runtime == "glommio" {
+            "true"
+        } else {
+            "false"
+        };
+        assert_eq!(field(l, "direct"), direct, "{l}");
+        if runtime == "read-loop" {
+            continue;
+        }
+        let max_in_flight: u64 = field(l, "max_in_flight").parse().unwrap();
+        match field(l, "cache") {
+            "cold" => {
+                assert_eq!(field(l, "blocks_read"), "512", "{l}");
+                assert!((1..=4).contains(&max_in_flight), "{l}");
+            }
+            "warm" => assert_eq!(field(l, "blocks_read"), "512", "{l}"),
+            "hot" => {
+                assert_eq!(field(l, "reads"), "0", "hot run read: {l}");
+                assert_eq!(field(l, "hits"), "512", "{l}");
+            }
+            other => panic!("unexpected cache mode {other}: {l}"),
+        }
+    }
+    // The engines' counters show which engine did the reads.
+    let cold = |rt: &str| {
+        lines
+            .iter()
+            .find(|l| field(l, "runtime") == rt && field(l, "cache") == "cold")
+            .expect("cold run")
+            .to_string()
+    };
+    assert_eq!(field(&cold("tokio-uring"), "engine_bytes"), "4194304");
+    assert_eq!(field(&cold("glommio"), "engine_bytes_copied"), "4194304");
+    field(&cold("threadpool"), "engine_thread_preads");
     assert!(stderr.contains("all runs agree"), "{stderr}");
 }

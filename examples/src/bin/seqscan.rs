@@ -1,10 +1,20 @@
 //! `seqscan`: a sequential scan of a stamped data file through a
-//! pagestream [`ReadStream`] on the thread-pool engine, cold, warm and hot,
-//! beside a plain 128 KiB `read` loop over the same file.
+//! pagestream [`ReadStream`] on each runtime (thread pool, tokio-uring,
+//! glommio, via `pagestream-runtimes`), cold, warm and hot, beside a plain
+//! 128 KiB `read` loop over the same file.
 //!
 //! ```text
-//! cargo run --release --bin seqscan -- [--cache cold|warm|hot|all] [--repeat N] [--json] …
+//! cargo run --release --bin seqscan -- [--runtime NAME|all] [--cache cold|warm|hot|all] [--repeat N] [--json] …
 //! ```
+//!
+//! The scans are one workload ([`Workload`]) written once against
+//! `pagestream_runtimes::Env` and run on every runtime named by `--runtime`
+//! (default `all`), one runtime after the other (all repeats and modes of
+//! one runtime, then the next). glommio reads with `O_DIRECT` only: its cold
+//! runs use `O_DIRECT` (with or without `--direct`), its warm runs are
+//! skipped (reported on stderr with the reason: warm means the OS page
+//! cache, which `O_DIRECT` bypasses), its hot runs fill the pool with
+//! `O_DIRECT` reads.
 //!
 //! - **cold**: the file is fsynced and evicted from the OS page cache
 //!   (`POSIX_FADV_DONTNEED`); residency is checked with `mincore` and the run
@@ -20,7 +30,6 @@
 //! order-independent checksum over (block number, first and last 64 bytes)
 //! of each page; differing checksums are an error.
 
-use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_examples::args::{format_size, parse_size, Arg, Args, UsageError};
@@ -28,7 +37,7 @@ use pagestream_examples::cache;
 use pagestream_examples::checksum::Checksum;
 use pagestream_examples::data::{self, Ensured};
 use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
-use pagestream_threadpool::{EngineStats, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use pagestream_runtimes::{EngineCounters, Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::PathBuf;
@@ -37,11 +46,15 @@ use std::time::Instant;
 const USAGE: &str = "\
 usage: seqscan [options]
 
-Scans a stamped data file sequentially through a pagestream ReadStream on the
-thread-pool engine: cold (evicted from the page cache), warm (in the page
-cache, beside a plain 128 KiB read loop) and hot (in the buffer pool).
+Scans a stamped data file sequentially through a pagestream ReadStream on each
+runtime: cold (evicted from the page cache), warm (in the page cache, beside a
+plain 128 KiB read loop) and hot (in the buffer pool).
 
 options:
+  --runtime NAME      threadpool | tokio-uring | glommio | all, or a
+                      comma-separated list (default all); glommio reads with
+                      O_DIRECT only: its cold runs use O_DIRECT, its warm runs
+                      are skipped
   --file PATH         data file (created, stamped, if absent; default
                       target/pagestream-data/seqscan-<size>.dat)
   --size SIZE         size of a file to create (default 1GiB; e.g. 256MiB)
@@ -57,8 +70,9 @@ options:
   --baseline-buffer SIZE  read-loop buffer (default 128KiB)
   --no-read-loop      skip the read-loop baseline in warm runs
   --repeat N          runs of each mode (default 1; with more, medians)
-  --nowait on|off     inline RWF_NOWAIT attempt for buffered reads (default on)
-  --threads N         I/O threads (default 16)
+  --nowait on|off     threadpool: inline RWF_NOWAIT attempt for buffered reads
+                      (default on)
+  --threads N         threadpool: I/O threads (default 16)
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
@@ -81,6 +95,7 @@ impl Mode {
 
 #[derive(Debug)]
 struct Opts {
+    runtimes: Vec<Runtime>,
     file: Option<PathBuf>,
     size: u64,
     modes: Vec<Mode>,
@@ -101,6 +116,7 @@ struct Opts {
 
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     let mut o = Opts {
+        runtimes: Runtime::ALL.to_vec(),
         file: None,
         size: 1 << 30,
         modes: vec![Mode::Cold, Mode::Warm, Mode::Hot],
@@ -124,6 +140,10 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         };
         match name.as_str() {
             "help" => return Ok(None),
+            "runtime" => {
+                o.runtimes =
+                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
+            }
             "file" => o.file = Some(PathBuf::from(args.value()?)),
             "size" => o.size = args.parsed(parse_size)?,
             "cache" => {
@@ -219,12 +239,35 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         }
         o.modes.retain(|&m| m != Mode::Warm);
     }
+    if !o
+        .runtimes
+        .iter()
+        .any(|&rt| o.modes.iter().any(|&m| runs_on(rt, m)))
+    {
+        return bad(
+            "--cache warm means the OS page cache, which glommio's O_DIRECT reads bypass; \
+             nothing to run on glommio"
+                .into(),
+        );
+    }
     Ok(Some(o))
+}
+
+/// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
+fn runs_on(rt: Runtime, mode: Mode) -> bool {
+    mode != Mode::Warm || rt.supports_buffered()
+}
+
+/// Whether scans on `rt` open the file with O_DIRECT.
+fn direct_on(o: &Opts, rt: Runtime) -> bool {
+    o.direct || !rt.supports_buffered()
 }
 
 /// One timed run.
 struct Run {
     runtime: &'static str,
+    direct: bool,
+    nowait: bool,
     mode: Mode,
     rep: usize,
     pages: u64,
@@ -237,7 +280,7 @@ struct Run {
     resident_before: f64,
     checksum: u64,
     stats: Option<StreamStats>,
-    engine: Option<EngineStats>,
+    engine: Option<EngineCounters>,
     pool_frames: usize,
     ring_frames: usize,
     /// Pool frames holding a block after the run, evictions, ring reuses.
@@ -251,7 +294,7 @@ impl Run {
         if self.runtime == "read-loop" {
             "read-loop".into()
         } else {
-            self.mode.name().into()
+            format!("{} {}", self.runtime, self.mode.name())
         }
     }
 
@@ -259,7 +302,7 @@ impl Run {
         let mut j = JsonObject::default();
         j.set("runtime", self.runtime)
             .set("cache", self.mode.name())
-            .set("direct", o.direct && self.runtime != "read-loop")
+            .set("direct", self.direct)
             .set("pages", self.pages)
             .set("bytes", self.bytes)
             .set("seconds", self.seconds)
@@ -278,7 +321,7 @@ impl Run {
             .set("io_combine_limit", o.combine)
             .set("pool_frames", self.pool_frames)
             .set("ring_frames", self.ring_frames)
-            .set("nowait", o.nowait && !o.direct);
+            .set("nowait", self.nowait);
         if let Some(s) = &self.stats {
             j.set("blocks_read", s.blocks_read)
                 .set("cached_reads", s.cached_reads)
@@ -299,134 +342,45 @@ impl Run {
                 .set("pool_ring_reuses", ring);
         }
         if let Some(e) = &self.engine {
-            j.set("engine_nowait_full", e.nowait_full)
-                .set("engine_nowait_partial", e.nowait_partial)
-                .set("engine_nowait_would_block", e.nowait_would_block)
-                .set("engine_thread_preads", e.thread_preads)
-                .set("engine_nowait_seconds", e.nowait_nanos as f64 / 1e9);
+            // `engine_<counter>`; durations as `engine_<name>_seconds`.
+            for &(name, v) in &e.0 {
+                match name.strip_suffix("_nanos") {
+                    Some(stem) => j.set(&format!("engine_{stem}_seconds"), v as f64 / 1e9),
+                    None => j.set(&format!("engine_{name}"), v),
+                };
+            }
         }
         j
     }
 }
 
-fn diff(a: EngineStats, b: EngineStats) -> EngineStats {
-    let mut d = EngineStats::default();
-    d.nowait_full = b.nowait_full - a.nowait_full;
-    d.nowait_partial = b.nowait_partial - a.nowait_partial;
-    d.nowait_would_block = b.nowait_would_block - a.nowait_would_block;
-    d.nowait_nanos = b.nowait_nanos - a.nowait_nanos;
-    d.queued = b.queued - a.queued;
-    d.thread_preads = b.thread_preads - a.thread_preads;
-    d.threads_started = b.threads_started - a.threads_started;
-    d
-}
-
-struct Ctx {
+/// What the scans on every runtime share: the options, the file, and a
+/// buffered handle for cache control and the read loop.
+struct Shared {
     o: Opts,
     path: PathBuf,
+    path_s: String,
     nblocks: u64,
-    engine: ThreadPoolEngine,
     /// A buffered handle for cache control and the read loop.
     plain: File,
-    /// The hot pool, filled once.
-    hot: Option<BufferPool>,
 }
 
-impl Ctx {
-    fn open(&self) -> io::Result<ThreadPoolFile> {
-        let opts = OpenOptions::new()
-            .direct(self.o.direct)
-            .block_size(self.o.block_size);
-        ThreadPoolFile::open_with(&self.path, opts)
-    }
-
+impl Shared {
     fn bytes(&self) -> u64 {
         self.nblocks * self.o.block_size as u64
     }
 
-    /// Scans every block with a stream over `pool`; returns the checksum,
-    /// the seconds it took and the stream's stats.
-    fn stream_scan(
-        &self,
-        pool: &BufferPool,
-        ring: Option<RingSize>,
-    ) -> io::Result<(Checksum, f64, StreamStats)> {
-        let file = self.open()?;
-        let mut stream = ReadStream::builder(pool, self.engine.clone(), file)
-            .max_ios(self.o.max_ios)
-            .io_combine_limit(self.o.combine)
-            .ring(ring)
-            .build(source::forward(0..self.nblocks))
-            .map_err(io::Error::from)?;
-        block_on(async {
-            let start = Instant::now();
-            let mut ck = Checksum::default();
-            while let Some(page) = stream.next().await {
-                let page = page?;
-                ck.add(page.block(), &page);
-            }
-            let secs = start.elapsed().as_secs_f64();
-            Ok((ck, secs, stream.close().await))
-        })
-    }
-
-    /// Cold or warm stream run.
-    fn scan_run(&self, mode: Mode, rep: usize, resident: f64) -> io::Result<Run> {
-        let frames = self.o.pool_frames.unwrap_or(16384);
-        let pool = BufferPool::new(frames, self.o.block_size).map_err(io::Error::from)?;
-        let (ring, ring_frames) = match self.o.ring {
-            None if self.nblocks > frames as u64 / 4 => (
-                Some(RingSize::BULKREAD),
-                ((256 << 10) / self.o.block_size).max(1),
-            ),
-            None | Some(0) => (None, 0),
-            Some(b) => (Some(RingSize::Bytes(b)), b.div_ceil(self.o.block_size)),
-        };
-        let before = self.engine.stats();
-        let (ck, secs, st) = self.stream_scan(&pool, ring)?;
-        let eng = diff(before, self.engine.stats());
-        let mut run = self.stream_run(mode, rep, resident, ck, secs, st, eng, frames, ring_frames);
-        let ps = pool.stats();
-        run.pool = Some((ps.valid, ps.evictions, ps.ring_reuses));
-        Ok(run)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn stream_run(
-        &self,
-        mode: Mode,
-        rep: usize,
-        resident: f64,
-        ck: Checksum,
-        secs: f64,
-        st: StreamStats,
-        eng: EngineStats,
-        frames: usize,
-        ring_frames: usize,
-    ) -> Run {
-        Run {
-            runtime: "threadpool",
-            mode,
-            rep,
-            pages: ck.pages,
-            bytes: ck.pages * self.o.block_size as u64,
-            seconds: secs,
-            reads: st.reads,
-            mean_blocks_per_read: st.mean_blocks_per_read(),
-            hits: st.hits,
-            max_in_flight: st.max_in_flight,
-            resident_before: resident,
-            checksum: ck.sum,
-            stats: Some(st),
-            engine: Some(eng),
-            pool_frames: frames,
-            ring_frames,
-            pool: None,
-            read_call_seconds: None,
+    /// Prints a finished run (a table row, or one JSON line).
+    fn emit(&self, r: &Run) {
+        if self.o.json {
+            println!("{}", r.json(&self.o, &self.path_s).to_line());
+        } else {
+            print_row(r);
         }
     }
 
-    fn cold(&self, rep: usize) -> io::Result<Run> {
+    /// Evicts the file from the page cache; returns the fraction resident.
+    fn make_cold(&self) -> io::Result<f64> {
         cache::evict(&self.plain)?;
         let resident = cache::resident_fraction(&self.plain)?;
         if resident > 0.01 {
@@ -437,7 +391,7 @@ impl Ctx {
                 resident * 100.0
             )));
         }
-        self.scan_run(Mode::Cold, rep, resident)
+        Ok(resident)
     }
 
     fn make_warm(&self) -> io::Result<f64> {
@@ -451,11 +405,6 @@ impl Ctx {
             )));
         }
         Ok(resident)
-    }
-
-    fn warm_stream(&self, rep: usize) -> io::Result<Run> {
-        let resident = self.make_warm()?;
-        self.scan_run(Mode::Warm, rep, resident)
     }
 
     /// The baseline: `read` into one 128 KiB buffer, same checksum.
@@ -503,6 +452,8 @@ impl Ctx {
         let secs = start.elapsed().as_secs_f64();
         Ok(Run {
             runtime: "read-loop",
+            direct: false,
+            nowait: false,
             mode: Mode::Warm,
             rep,
             pages: ck.pages,
@@ -522,24 +473,195 @@ impl Ctx {
             read_call_seconds: Some(in_read.as_secs_f64()),
         })
     }
+}
 
-    fn hot(&mut self, rep: usize) -> io::Result<Run> {
-        let frames = usize::try_from(self.nblocks)
+/// The scans of one runtime: every repeat of every mode that runs on it, as
+/// one workload run by `pagestream-runtimes`.
+struct Scans<'a> {
+    shared: &'a Shared,
+    runtime: Runtime,
+    /// This runtime's warm runs also run the read-loop baseline (one
+    /// runtime does, so there is one read-loop row per repeat).
+    read_loop: bool,
+}
+
+impl Workload for Scans<'_> {
+    type Output = io::Result<Vec<Run>>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<Vec<Run>> {
+        let sh = self.shared;
+        let mut on = OnRuntime {
+            sh,
+            env: &env,
+            rt: self.runtime,
+            direct: direct_on(&sh.o, self.runtime),
+            hot: None,
+        };
+        let mut runs = Vec::new();
+        for rep in 0..sh.o.repeat {
+            for &mode in &sh.o.modes {
+                if !runs_on(self.runtime, mode) {
+                    continue;
+                }
+                let batch = match mode {
+                    Mode::Cold => vec![on.cold(rep).await?],
+                    Mode::Warm if !(sh.o.read_loop && self.read_loop) => {
+                        vec![on.warm_stream(rep).await?]
+                    }
+                    Mode::Warm if rep % 2 == 0 => {
+                        let b = sh.read_loop(rep)?;
+                        sh.emit(&b);
+                        vec![b, on.warm_stream(rep).await?]
+                    }
+                    Mode::Warm => {
+                        let w = on.warm_stream(rep).await?;
+                        sh.emit(&w);
+                        vec![w, sh.read_loop(rep)?]
+                    }
+                    Mode::Hot => vec![on.hot(rep).await?],
+                };
+                if let Some(last) = batch.last() {
+                    sh.emit(last);
+                }
+                runs.extend(batch);
+            }
+        }
+        Ok(runs)
+    }
+}
+
+/// Scans on one runtime's environment.
+struct OnRuntime<'a, E: Env> {
+    sh: &'a Shared,
+    env: &'a E,
+    rt: Runtime,
+    /// Files are opened with O_DIRECT (`--direct`, or glommio).
+    direct: bool,
+    /// The hot pool, filled once.
+    hot: Option<BufferPool>,
+}
+
+impl<E: Env> OnRuntime<'_, E> {
+    async fn open(&self) -> io::Result<E::File> {
+        let opts = FileOptions {
+            direct: self.direct,
+            block_size: self.sh.o.block_size,
+        };
+        self.env.open(&self.sh.path, opts).await
+    }
+
+    /// Scans every block with a stream over `pool`; returns the checksum,
+    /// the seconds it took and the stream's stats.
+    async fn stream_scan(
+        &self,
+        pool: &BufferPool,
+        ring: Option<RingSize>,
+    ) -> io::Result<(Checksum, f64, StreamStats)> {
+        let file = self.open().await?;
+        let o = &self.sh.o;
+        let mut stream = ReadStream::builder(pool, self.env.engine(), file)
+            .max_ios(o.max_ios)
+            .io_combine_limit(o.combine)
+            .ring(ring)
+            .build(source::forward(0..self.sh.nblocks))
+            .map_err(io::Error::from)?;
+        let start = Instant::now();
+        let mut ck = Checksum::default();
+        while let Some(page) = stream.next().await {
+            let page = page?;
+            ck.add(page.block(), &page);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        Ok((ck, secs, stream.close().await))
+    }
+
+    /// Cold or warm stream run.
+    async fn scan_run(&self, mode: Mode, rep: usize, resident: f64) -> io::Result<Run> {
+        let o = &self.sh.o;
+        let frames = o.pool_frames.unwrap_or(16384);
+        let pool = BufferPool::new(frames, o.block_size).map_err(io::Error::from)?;
+        let (ring, ring_frames) = match o.ring {
+            None if self.sh.nblocks > frames as u64 / 4 => (
+                Some(RingSize::BULKREAD),
+                ((256 << 10) / o.block_size).max(1),
+            ),
+            None | Some(0) => (None, 0),
+            Some(b) => (Some(RingSize::Bytes(b)), b.div_ceil(o.block_size)),
+        };
+        let before = self.env.engine_counters();
+        let (ck, secs, st) = self.stream_scan(&pool, ring).await?;
+        let eng = self.env.engine_counters().since(&before);
+        let mut run = self.stream_run(mode, rep, resident, ck, secs, st, eng, frames, ring_frames);
+        let ps = pool.stats();
+        run.pool = Some((ps.valid, ps.evictions, ps.ring_reuses));
+        Ok(run)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn stream_run(
+        &self,
+        mode: Mode,
+        rep: usize,
+        resident: f64,
+        ck: Checksum,
+        secs: f64,
+        st: StreamStats,
+        eng: EngineCounters,
+        frames: usize,
+        ring_frames: usize,
+    ) -> Run {
+        Run {
+            runtime: self.rt.name(),
+            direct: self.direct,
+            nowait: self.rt == Runtime::ThreadPool && self.sh.o.nowait && !self.direct,
+            mode,
+            rep,
+            pages: ck.pages,
+            bytes: ck.pages * self.sh.o.block_size as u64,
+            seconds: secs,
+            reads: st.reads,
+            mean_blocks_per_read: st.mean_blocks_per_read(),
+            hits: st.hits,
+            max_in_flight: st.max_in_flight,
+            resident_before: resident,
+            checksum: ck.sum,
+            stats: Some(st),
+            engine: Some(eng),
+            pool_frames: frames,
+            ring_frames,
+            pool: None,
+            read_call_seconds: None,
+        }
+    }
+
+    async fn cold(&self, rep: usize) -> io::Result<Run> {
+        let resident = self.sh.make_cold()?;
+        self.scan_run(Mode::Cold, rep, resident).await
+    }
+
+    async fn warm_stream(&self, rep: usize) -> io::Result<Run> {
+        let resident = self.sh.make_warm()?;
+        self.scan_run(Mode::Warm, rep, resident).await
+    }
+
+    async fn hot(&mut self, rep: usize) -> io::Result<Run> {
+        let nblocks = self.sh.nblocks;
+        let frames = usize::try_from(nblocks)
             .map_err(|_| io::Error::other("file too large for a hot pool"))?;
         if self.hot.is_none() {
-            let pool = BufferPool::new(frames, self.o.block_size).map_err(io::Error::from)?;
+            let pool = BufferPool::new(frames, self.sh.o.block_size).map_err(io::Error::from)?;
             // Fill it: one scan, no ring.
-            let (_, _, st) = self.stream_scan(&pool, None)?;
-            if st.pages != self.nblocks {
+            let (_, _, st) = self.stream_scan(&pool, None).await?;
+            if st.pages != nblocks {
                 return Err(io::Error::other("prewarm scan ended early"));
             }
             self.hot = Some(pool);
         }
         let pool = self.hot.clone().expect("hot pool");
-        let resident = cache::resident_fraction(&self.plain)?;
-        let before = self.engine.stats();
-        let (ck, secs, st) = self.stream_scan(&pool, None)?;
-        let eng = diff(before, self.engine.stats());
+        let resident = cache::resident_fraction(&self.sh.plain)?;
+        let before = self.env.engine_counters();
+        let (ck, secs, st) = self.stream_scan(&pool, None).await?;
+        let eng = self.env.engine_counters().since(&before);
         if st.blocks_read != 0 {
             return Err(io::Error::other(format!(
                 "hot scan read {} blocks: the pool of {frames} frames did not keep the file",
@@ -552,8 +674,9 @@ impl Ctx {
 
 fn print_row(r: &Run) {
     println!(
-        "{:<10} {:>3} {:>8.3} {:>9.1} {:>11.0} {:>7} {:>8.2} {:>8} {:>8} {:>8.3} {:>20}",
-        r.label(),
+        "{:<12} {:<10} {:>3} {:>8.3} {:>9.1} {:>11.0} {:>7} {:>8.2} {:>8} {:>8} {:>8.3} {:>20}",
+        r.runtime,
+        r.mode.name(),
         r.rep,
         r.seconds,
         mib_per_s(r.bytes, r.seconds),
@@ -573,14 +696,20 @@ fn print_row(r: &Run) {
             println!("    {line}");
         }
         if let Some(e) = &r.engine {
-            println!(
-                "    Engine: nowait full={} partial={} would-block={} ({:.1} ms in inline reads)  thread preads={}",
-                e.nowait_full,
-                e.nowait_partial,
-                e.nowait_would_block,
-                e.nowait_nanos as f64 / 1e6,
-                e.thread_preads
-            );
+            let c = |name: &str| e.get(name).unwrap_or(0);
+            if r.runtime == Runtime::ThreadPool.name() {
+                println!(
+                    "    Engine: nowait full={} partial={} would-block={} ({:.1} ms in inline reads)  thread preads={}",
+                    c("nowait_full"),
+                    c("nowait_partial"),
+                    c("nowait_would_block"),
+                    c("nowait_nanos") as f64 / 1e6,
+                    c("thread_preads")
+                );
+            } else {
+                let all: Vec<String> = e.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!("    Engine: {}", all.join(" "));
+            }
         }
         if let Some((valid, ev, ring)) = r.pool {
             println!("    Pool: frames holding blocks={valid} evictions={ev} ring reuses={ring}");
@@ -627,35 +756,34 @@ fn run(o: Opts) -> io::Result<()> {
             }
         }
     }
-    let engine = ThreadPoolEngine::builder()
-        .threads(o.threads)
-        .nowait(o.nowait)
-        .build();
     let plain = File::open(&path)?;
-    let mut ctx = Ctx {
+    let path_s = path.display().to_string();
+    let sh = Shared {
         path: path.clone(),
+        path_s: path_s.clone(),
         nblocks,
-        engine,
         plain,
-        hot: None,
         o,
     };
-    let path_s = path.display().to_string();
-    if !ctx.o.json {
+    let o = &sh.o;
+    if !o.json {
+        let names: Vec<&str> = o.runtimes.iter().map(|r| r.name()).collect();
         println!(
-            "seqscan {}: {} blocks of {} ({}), max_ios={} io_combine_limit={} {} nowait={} threads={}",
+            "seqscan {}: {} blocks of {} ({}), runtimes={} max_ios={} io_combine_limit={} {} nowait={} threads={}",
             path_s,
             nblocks,
-            ctx.o.block_size,
-            format_size(nblocks * ctx.o.block_size as u64),
-            ctx.o.max_ios,
-            ctx.o.combine,
-            if ctx.o.direct { "O_DIRECT" } else { "buffered" },
-            if ctx.o.nowait && !ctx.o.direct { "on" } else { "off" },
-            ctx.o.threads
+            o.block_size,
+            format_size(nblocks * o.block_size as u64),
+            names.join(","),
+            o.max_ios,
+            o.combine,
+            if o.direct { "O_DIRECT" } else { "buffered" },
+            if o.nowait && !o.direct { "on" } else { "off" },
+            o.threads
         );
         println!(
-            "{:<10} {:>3} {:>8} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>8} {:>20}",
+            "{:<12} {:<10} {:>3} {:>8} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>8} {:>20}",
+            "runtime",
             "run",
             "#",
             "seconds",
@@ -670,27 +798,37 @@ fn run(o: Opts) -> io::Result<()> {
         );
     }
     let mut runs: Vec<Run> = Vec::new();
-    let modes = ctx.o.modes.clone();
-    for rep in 0..ctx.o.repeat {
-        for &mode in &modes {
-            let batch = match mode {
-                Mode::Cold => vec![ctx.cold(rep)?],
-                Mode::Warm if !ctx.o.read_loop => vec![ctx.warm_stream(rep)?],
-                Mode::Warm if rep % 2 == 0 => vec![ctx.read_loop(rep)?, ctx.warm_stream(rep)?],
-                Mode::Warm => vec![ctx.warm_stream(rep)?, ctx.read_loop(rep)?],
-                Mode::Hot => vec![ctx.hot(rep)?],
-            };
-            for r in batch {
-                if ctx.o.json {
-                    println!("{}", r.json(&ctx.o, &path_s).to_line());
+    // The read-loop baseline runs beside the warm scans of the first runtime
+    // that has warm scans.
+    let read_loop_rt = o
+        .runtimes
+        .iter()
+        .copied()
+        .find(|&rt| o.modes.contains(&Mode::Warm) && runs_on(rt, Mode::Warm));
+    let options = Options::default().threads(o.threads).nowait(o.nowait);
+    for &rt in &o.runtimes {
+        for &mode in &o.modes {
+            if !runs_on(rt, mode) {
+                let why = format!(
+                    "seqscan: {rt} {} skipped: {rt} reads with O_DIRECT only (DMA files), and {} \
+                     means the OS page cache, which O_DIRECT bypasses",
+                    mode.name(),
+                    mode.name()
+                );
+                if o.json {
+                    eprintln!("{why}");
                 } else {
-                    print_row(&r);
+                    println!("{why}");
                 }
-                runs.push(r);
             }
         }
+        let scans = Scans {
+            shared: &sh,
+            runtime: rt,
+            read_loop: read_loop_rt == Some(rt),
+        };
+        runs.extend(rt.run_with(&options, scans)??);
     }
-    let o = &ctx.o;
     // Every run read the same blocks: the checksums must agree.
     if let Some(first) = runs.first() {
         if let Some(bad) = runs.iter().find(|r| r.checksum != first.checksum) {
@@ -738,22 +876,26 @@ fn run(o: Opts) -> io::Result<()> {
             let p = Spread::of(&pps).expect("runs");
             let _ = writeln!(
                 out,
-                "  {:<10} {:>8.1} MiB/s ({:.1}–{:.1})  {:>11.0} pages/s",
+                "  {:<18} {:>8.1} MiB/s ({:.1}–{:.1})  {:>11.0} pages/s",
                 l, s.median, s.min, s.max, p.median
             );
         }
-        if let (Some(w), Some(b)) = (spread("warm"), spread("read-loop")) {
+        for rt in &o.runtimes {
+            let warm = format!("{rt} warm");
+            let (Some(w), Some(b)) = (spread(&warm), spread("read-loop")) else {
+                continue;
+            };
             let ratios: Vec<f64> = (0..o.repeat)
                 .filter_map(|rep| {
                     let find = |l: &str| runs.iter().find(|r| r.rep == rep && r.label() == l);
-                    let (w, b) = (find("warm")?, find("read-loop")?);
+                    let (w, b) = (find(&warm)?, find("read-loop")?);
                     Some(b.seconds / w.seconds)
                 })
                 .collect();
             let rs = Spread::of(&ratios).expect("ratios");
             let _ = writeln!(
                 out,
-                "  warm / read-loop: {:.2}x (ratio of medians); per-run ratios median {:.2}x ({:.2}–{:.2})",
+                "  {warm} / read-loop: {:.2}x (ratio of medians); per-run ratios median {:.2}x ({:.2}–{:.2})",
                 w.median / b.median,
                 rs.median,
                 rs.min,
