@@ -5,7 +5,12 @@
 # ("after"), O_DIRECT and buffered, 7 alternating pairs per row, on the
 # 256 MiB default file. One invocation per table, so that the quiet-machine
 # check runs before each: it waits (up to 300 s) until no other process uses
-# more than 5% CPU, and logs the busiest processes before and after.
+# more than 5% CPU (as measure_seqscan.sh), the machine's CPUs are at least
+# 90% idle over a second (ps's %CPU is a lifetime average and misses a
+# long-lived process that just got busy) and the disks moved less than 1 MiB
+# in 2 s (other engineers' disk benchmarks use no CPU to speak of), and logs
+# the busiest processes before and after. backscan itself reports, per
+# table, the runs that saw other disk I/O (/proc/diskstats).
 # Per-run stream statistics (--verbose) go to the same log.
 # Usage: examples/scripts/measure_backscan.sh [extra backscan flags]
 #        (from anywhere; runs in the workspace root)
@@ -14,11 +19,28 @@ cd "$(dirname "$0")/../.."
 cargo build --release -q --bin backscan || exit 1
 out=target/measure; mkdir -p "$out"
 bin=./target/release/backscan
+cpu_idle_pct() { # idle share of all CPUs over 1 s
+  local a b
+  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+  local tot=0 i
+  for i in 1 2 3 4 5 6 7 8; do tot=$((tot + b[i] - a[i])); done
+  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
+}
+disk_kib() { # KiB read + written by whole disks so far
+  awk '{ if (system("test -e /sys/block/" $3) == 0 && $3 !~ /^(loop|ram|zram|dm-|md|sr)/) s += $6 + $10 } END { print int(s / 2) }' /proc/diskstats
+}
 quiet() {
+  local busy=""
   for _ in $(seq 1 300); do
     busy=$(ps -eo pcpu,comm --sort=-pcpu | awk 'NR>1 && $1>5.0 {print $2}' | head -3 | tr '\n' ' ')
-    [ -z "$busy" ] && return 0
-    sleep 1
+    if [ -z "$busy" ]; then
+      idle=$(cpu_idle_pct)
+      d0=$(disk_kib); sleep 2; d1=$(disk_kib)
+      [ "$idle" -ge 90 ] && [ $((d1 - d0)) -lt 1024 ] && return 0
+      busy="cpu idle ${idle}%, disks $((d1 - d0)) KiB in 2 s"
+    else
+      sleep 1
+    fi
   done
   echo "still busy: $busy"
 }
@@ -29,7 +51,7 @@ run() { # name args...
   $bin "$@" >> "$out/$name.txt" 2>&1
   echo "exit $?" >> "$out/$name.txt"
   { echo "## after: $(date -u +%T) load $(cat /proc/loadavg)"; ps -eo pcpu,comm --sort=-pcpu | head -4; } >> "$out/$name.txt"
-  echo "== $name: backscan $*"; grep -E "^(===|io_combine|-----|[0-9]+ +\||checksum|backscan: error|still busy)" "$out/$name.txt"
+  echo "== $name: backscan $*"; grep -E "^(===|io_combine|-----|[0-9]+ +\||other disk|checksum|backscan: error|still busy)" "$out/$name.txt"
 }
 # Create the 256 MiB file outside any measured invocation.
 $bin --pairs 1 --combine 1 --mode buffered --combining on > /dev/null || exit 1

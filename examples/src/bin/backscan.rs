@@ -248,6 +248,10 @@ struct Run {
     resident_before: f64,
     stats: StreamStats,
     engine: EngineStats,
+    /// Bytes read from and written to the machine's disks during the run
+    /// (`/proc/diskstats`; `None` where it cannot be read): reads beyond the
+    /// file's size, or writes, are another process's I/O competing with it.
+    disk: Option<(u64, u64)>,
 }
 
 /// The runs of one direction of one row.
@@ -264,6 +268,15 @@ impl Side {
     fn median_of(&self, f: impl Fn(&Run) -> f64) -> f64 {
         let v: Vec<f64> = self.runs.iter().map(f).collect();
         Spread::of(&v).expect("at least one run").median
+    }
+
+    /// Largest disk traffic of one run, in MiB (NaN, `null` in JSON, when
+    /// not known).
+    fn disk_max(&self, f: impl Fn((u64, u64)) -> u64) -> f64 {
+        self.runs
+            .iter()
+            .map(|r| r.disk.map_or(f64::NAN, |d| f(d) as f64 / MIB))
+            .fold(f64::NEG_INFINITY, f64::max)
     }
 
     fn reads(&self) -> f64 {
@@ -365,12 +378,42 @@ impl Row {
                     .map(|r| r.resident_before)
                     .fold(0.0, f64::max),
             )
+            .set("disk_read_mib_max", side.disk_max(|d| d.0))
+            .set("disk_write_mib_max", side.disk_max(|d| d.1))
             .set("file", path)
             .set("block_size", o.block_size)
             .set("max_ios", o.max_ios)
             .set("pool_frames", o.pool_frames);
         j
     }
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Bytes read and written so far by the machine's disks, from
+/// `/proc/diskstats` (whole disks only: partitions, device-mapper, md, loop
+/// and RAM disks would count the same I/O twice or are not disks).
+fn disk_bytes() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+    let (mut read, mut written) = (0u64, 0u64);
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 {
+            continue;
+        }
+        let name = f[2];
+        if ["loop", "ram", "zram", "dm-", "md", "sr"]
+            .iter()
+            .any(|p| name.starts_with(p))
+            || !std::path::Path::new("/sys/block").join(name).exists()
+        {
+            continue;
+        }
+        // Fields 6 and 10: sectors (of 512 bytes) read and written.
+        read += f[5].parse::<u64>().ok()? * 512;
+        written += f[9].parse::<u64>().ok()? * 512;
+    }
+    Some((read, written))
 }
 
 fn diff(a: EngineStats, b: EngineStats) -> EngineStats {
@@ -453,6 +496,7 @@ impl Ctx {
             )));
         }
         let before = self.engine.stats();
+        let disk_before = disk_bytes();
         let (ck, secs, st) = match dir {
             Dir::Forward => self.scan(
                 direct,
@@ -468,6 +512,12 @@ impl Ctx {
             )?,
         };
         let engine = diff(before, self.engine.stats());
+        let disk = match (disk_before, disk_bytes()) {
+            (Some((r0, w0)), Some((r1, w1))) => {
+                Some((r1.saturating_sub(r0), w1.saturating_sub(w0)))
+            }
+            _ => None,
+        };
         if ck.pages != self.nblocks {
             return Err(io::Error::other(format!(
                 "{} scan returned {} pages of {}",
@@ -495,6 +545,13 @@ impl Ctx {
                 engine.nowait_would_block,
                 engine.thread_preads
             );
+            if let Some((r, w)) = disk {
+                eprintln!(
+                    "    Disks: {:.1} MiB read, {:.1} MiB written during the run",
+                    r as f64 / MIB,
+                    w as f64 / MIB
+                );
+            }
         }
         Ok(Run {
             seconds: secs,
@@ -503,6 +560,7 @@ impl Ctx {
             resident_before: resident,
             stats: st,
             engine,
+            disk,
         })
     }
 
@@ -585,6 +643,32 @@ fn table_row(out: &mut String, r: &Row) {
     );
 }
 
+/// A line saying how much other disk I/O the table's runs saw: reads beyond
+/// the file's own bytes and writes (another process's I/O on the same disk,
+/// which a CPU-quiet check cannot see).
+fn disk_note(out: &mut String, rows: &[Row], bytes: u64) {
+    let runs = || {
+        rows.iter()
+            .flat_map(|r| r.fwd.runs.iter().chain(&r.bwd.runs))
+    };
+    let total = runs().count();
+    let known: Vec<(u64, u64)> = runs().filter_map(|r| r.disk).collect();
+    if known.is_empty() {
+        return;
+    }
+    let extra = |d: &(u64, u64)| d.0.saturating_sub(bytes) + d.1;
+    let disturbed = known.iter().filter(|d| extra(d) > 4 << 20).count();
+    let max_read = known.iter().map(|d| d.0.saturating_sub(bytes)).max();
+    let max_written = known.iter().map(|d| d.1).max();
+    let _ = writeln!(
+        out,
+        "other disk I/O: {disturbed} of {total} runs saw more than 4 MiB besides their own reads \
+         (at most {:.1} MiB read beyond the file, {:.1} MiB written in one run)",
+        max_read.unwrap_or(0) as f64 / MIB,
+        max_written.unwrap_or(0) as f64 / MIB
+    );
+}
+
 fn run(o: Opts) -> io::Result<()> {
     let path = match &o.file {
         Some(p) => p.clone(),
@@ -648,6 +732,7 @@ fn run(o: Opts) -> io::Result<()> {
                 print!("{out}");
                 out.clear();
             }
+            let mut rows = Vec::new();
             for &combine in &o.combine {
                 let row = ctx.row(direct, combining, combine)?;
                 // Every run over the file must agree: forward with backward,
@@ -680,6 +765,11 @@ fn run(o: Opts) -> io::Result<()> {
                     print!("{out}");
                     out.clear();
                 }
+                rows.push(row);
+            }
+            if !o.json {
+                disk_note(&mut out, &rows, bytes);
+                print!("{out}");
             }
         }
     }
