@@ -66,6 +66,7 @@ options:
   --ring SIZE|auto|off  ring (default auto: 256KiB when the file is larger
                       than a quarter of the pool, as seqscan)
   --threads N         I/O threads (default 16)
+  --nowait on|off     inline RWF_NOWAIT attempt for buffered reads (default on)
   --json              one JSON object per row (limit x direction x combining
                       x mode) on stdout instead of the tables
   --verbose           print every run's stream statistics (stderr)
@@ -102,6 +103,7 @@ struct Opts {
     /// `None`: auto; `Some(0)`: off; `Some(bytes)`.
     ring: Option<usize>,
     threads: usize,
+    nowait: bool,
     json: bool,
     verbose: bool,
 }
@@ -139,6 +141,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         block_size: 8192,
         ring: None,
         threads: pagestream_threadpool::DEFAULT_THREADS,
+        nowait: true,
         json: false,
         verbose: false,
     };
@@ -207,6 +210,13 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
                 })?
             }
             "threads" => o.threads = args.number()?,
+            "nowait" => {
+                o.nowait = args.parsed(|s| match s {
+                    "on" => Ok(true),
+                    "off" => Ok(false),
+                    _ => Err(format!("{s:?}: expected on or off")),
+                })?
+            }
             "json" => o.json = true,
             "verbose" => o.verbose = true,
             _ => return Err(args.unknown(&arg)),
@@ -371,6 +381,11 @@ impl Row {
                 med(&|r| r.engine.thread_preads as f64),
             )
             .set("engine_nowait_full", med(&|r| r.engine.nowait_full as f64))
+            .set(
+                "engine_nowait_seconds",
+                med(&|r| r.engine.nowait_nanos as f64 / 1e9),
+            )
+            .set("nowait", o.nowait && !self.direct)
             .set(
                 "resident_before_max",
                 side.runs
@@ -539,10 +554,11 @@ impl Ctx {
                 eprintln!("    {line}");
             }
             eprintln!(
-                "    Engine: nowait full={} partial={} would-block={}  thread preads={}",
+                "    Engine: nowait full={} partial={} would-block={} ({:.1} ms in inline reads)  thread preads={}",
                 engine.nowait_full,
                 engine.nowait_partial,
                 engine.nowait_would_block,
+                engine.nowait_nanos as f64 / 1e6,
                 engine.thread_preads
             );
             if let Some((r, w)) = disk {
@@ -699,7 +715,10 @@ fn run(o: Opts) -> io::Result<()> {
         )));
     }
     let bytes = nblocks * o.block_size as u64;
-    let engine = ThreadPoolEngine::builder().threads(o.threads).build();
+    let engine = ThreadPoolEngine::builder()
+        .threads(o.threads)
+        .nowait(o.nowait)
+        .build();
     let plain = File::open(&path)?;
     let ctx = Ctx {
         path: path.clone(),
@@ -712,7 +731,7 @@ fn run(o: Opts) -> io::Result<()> {
     let path_s = path.display().to_string();
     if !o.json {
         println!(
-            "backscan {}: {} blocks of {} ({}), max_ios={} threads={} pairs={} \
+            "backscan {}: {} blocks of {} ({}), max_ios={} threads={} nowait={} pairs={} \
              (forward and backward alternate, every run cold)",
             path_s,
             nblocks,
@@ -720,6 +739,7 @@ fn run(o: Opts) -> io::Result<()> {
             format_size(bytes),
             o.max_ios,
             o.threads,
+            if o.nowait { "on (buffered)" } else { "off" },
             o.pairs
         );
     }
