@@ -819,3 +819,43 @@ fn main() {
         std::process::exit(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Option<Opts>, UsageError> {
+        parse_args(Args::new(v.iter().map(|s| s.to_string())))
+    }
+
+    #[test]
+    fn defaults() {
+        let o = parse(&[]).unwrap().unwrap();
+        assert_eq!(o.size, 256 << 20);
+        assert_eq!(o.combine, [1, 8, 16, 32]);
+        assert_eq!(o.pairs, 7);
+        assert_eq!(o.max_ios, 16);
+        assert_eq!(o.modes, [false, true]);
+        assert_eq!(o.combining, [false, true]);
+        assert!(!o.json);
+        assert!(parse(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn lists_and_modes() {
+        assert_eq!(parse_list("32, 8,8,1"), Ok(vec![32, 8, 1]));
+        assert!(parse_list("0").is_err());
+        assert!(parse_list("129").is_err());
+        assert!(parse_list("8,").is_err());
+        let o = parse(&["--direct", "--combining", "on", "--combine=16"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (o.modes, o.combining, o.combine),
+            (vec![true], vec![true], vec![16])
+        );
+        let o = parse(&["--mode", "direct", "--direct"]).unwrap().unwrap();
+        assert_eq!(o.modes, [true]);
+        assert!(parse(&["--mode", "both", "--direct"]).is_err());
+    }
+}
