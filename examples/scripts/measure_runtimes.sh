@@ -5,7 +5,8 @@
 # the same shape (O_DIRECT, io_uring, 128 KiB, depth 16) as the device's
 # ceiling. Runs are interleaved — fio, threadpool, tokio-uring, glommio, fio,
 # … — REPS times each (default 5); before every run the script waits (up to
-# 300 s) until no other process uses more than 5% of a CPU over one second.
+# 300 s) until, over one second, no other process uses more than 5% of a CPU
+# and the disks move less than 1 MiB (others' disk benchmarks use little CPU).
 # Prints every run, then per engine the median MiB/s (min–max), the ratio of
 # medians to fio's, the median of per-round ratios, and max_in_flight.
 # Logs go to target/measure/runtimes-<UTC time>/.
@@ -38,15 +39,20 @@ ticks() {
   done | awk '{ pid = $1; comm = $2; rest = $0; sub(/^.*\) /, "", rest);
                 split(rest, a, " "); print pid, a[12] + a[13], comm }'
 }
-# Waits until no process other than this script used > 5% CPU over 1 s.
+# Sectors read + written on every disk so far (the disk benchmarks of
+# others use little CPU but would share the device).
+sectors() { awk '$3 !~ /^(loop|ram)/ { s += $6 + $10 } END { print s + 0 }' /proc/diskstats; }
+# Waits until, over one second, no process other than this script used more
+# than 5% of a CPU and the disks moved less than 1 MiB.
 quiet() {
-  local hz
+  local hz s0 s1
   hz=$(getconf CLK_TCK)
   for _ in $(seq 1 300); do
-    ticks > "$out/.t0"; sleep 1; ticks > "$out/.t1"
+    s0=$(sectors); ticks > "$out/.t0"; sleep 1; ticks > "$out/.t1"; s1=$(sectors)
     busy=$(awk -v hz="$hz" -v me=$$ 'NR == FNR { t[$1] = $2; next }
              ($1 in t) && $1 != me { pct = ($2 - t[$1]) * 100 / hz;
              if (pct > 5) printf "%s(%d%%) ", $3, pct }' "$out/.t0" "$out/.t1")
+    [ $((s1 - s0)) -ge 2048 ] && busy="$busy disk($(((s1 - s0) / 2)) KiB/s)"
     [ -z "$busy" ] && return 0
   done
   echo "still busy after 300 s: $busy" | tee -a "$out/busy.log" >&2
