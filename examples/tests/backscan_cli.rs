@@ -26,6 +26,8 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["--pairs", "0"], "--pairs"),
         (&["--pairs", "-1"], "--pairs"),
         (&["--pairs", "many"], "--pairs"),
+        (&["--retries", "x"], "--retries"),
+        (&["--nowait", "maybe"], "--nowait"),
         (&["--max-ios", "lots"], "--max-ios"),
         (&["--max-ios", "100000"], "--max-ios"),
         (&["--size", "12XB"], "unit"),
@@ -114,6 +116,7 @@ fn tiny_run_reports_json_per_row() {
             "mean_blocks_per_read",
             "checksum",
             "pairs",
+            "pairs_redone",
         ] {
             field(l, key);
         }

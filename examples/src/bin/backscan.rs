@@ -60,6 +60,9 @@ options:
                       off is the \"before\" table)
   --combine LIST      io_combine_limits, comma-separated (default 1,8,16,32)
   --pairs N           forward/backward pairs per row (default 7)
+  --retries N         run a pair again, up to N times (default 3), when
+                      another process read or wrote more than 4 MiB on the
+                      machine's disks during it (/proc/diskstats)
   --max-ios N         reads in flight at most (default 16)
   --pool-frames N     buffer pool frames (default 16384)
   --block-size SIZE   block size (default 8KiB)
@@ -104,6 +107,7 @@ struct Opts {
     ring: Option<usize>,
     threads: usize,
     nowait: bool,
+    retries: usize,
     json: bool,
     verbose: bool,
 }
@@ -142,6 +146,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         ring: None,
         threads: pagestream_threadpool::DEFAULT_THREADS,
         nowait: true,
+        retries: 3,
         json: false,
         verbose: false,
     };
@@ -210,6 +215,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
                 })?
             }
             "threads" => o.threads = args.number()?,
+            "retries" => o.retries = args.number()?,
             "nowait" => {
                 o.nowait = args.parsed(|s| match s {
                     "on" => Ok(true),
@@ -305,6 +311,8 @@ struct Row {
     combine: usize,
     fwd: Side,
     bwd: Side,
+    /// Pairs discarded and run again because another process used the disk.
+    redone: usize,
 }
 
 impl Row {
@@ -344,6 +352,7 @@ impl Row {
             .set("mean_blocks_per_read", side.blocks_per_read())
             .set("checksum", first.checksum)
             .set("pairs", s.n)
+            .set("pairs_redone", self.redone)
             .set("mib_per_s", mib_per_s(bytes, s.median))
             .set("bwd_fwd", self.ratio())
             .set("bwd_fwd_pairs_median", self.pair_ratios().median)
@@ -404,6 +413,16 @@ impl Row {
 }
 
 const MIB: f64 = (1u64 << 20) as f64;
+
+/// Disk traffic of a run, beyond its own reads, above which the run counts
+/// as disturbed by another process.
+const DISTURBED: u64 = 4 << 20;
+
+/// Disk bytes a run saw besides its own `own` bytes read: other reads and
+/// all writes.
+fn other_io(disk: (u64, u64), own: u64) -> u64 {
+    disk.0.saturating_sub(own) + disk.1
+}
 
 /// Bytes read and written so far by the machine's disks, from
 /// `/proc/diskstats` (whole disks only: partitions, device-mapper, md, loop
@@ -583,9 +602,29 @@ impl Ctx {
     fn row(&self, direct: bool, backward_combining: bool, combine: usize) -> io::Result<Row> {
         let mut fwd = Vec::with_capacity(self.o.pairs);
         let mut bwd = Vec::with_capacity(self.o.pairs);
+        let mut redone = 0;
+        let bytes = self.nblocks * self.o.block_size as u64;
         for _ in 0..self.o.pairs {
-            fwd.push(self.cold(direct, combine, backward_combining, Dir::Forward)?);
-            bwd.push(self.cold(direct, combine, backward_combining, Dir::Backward)?);
+            let mut attempt = 0;
+            let (f, b) = loop {
+                let f = self.cold(direct, combine, backward_combining, Dir::Forward)?;
+                let b = self.cold(direct, combine, backward_combining, Dir::Backward)?;
+                let disturbed = [&f, &b]
+                    .iter()
+                    .any(|r| r.disk.is_some_and(|d| other_io(d, bytes) > DISTURBED));
+                if !disturbed || attempt == self.o.retries {
+                    break (f, b);
+                }
+                attempt += 1;
+                redone += 1;
+                if self.o.verbose {
+                    eprintln!("backscan: another process used the disk; pair run again");
+                }
+                // Give the other I/O a moment to end.
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            };
+            fwd.push(f);
+            bwd.push(b);
         }
         Ok(Row {
             direct,
@@ -593,6 +632,7 @@ impl Ctx {
             combine,
             fwd: Side { runs: fwd },
             bwd: Side { runs: bwd },
+            redone,
         })
     }
 }
@@ -672,13 +712,17 @@ fn disk_note(out: &mut String, rows: &[Row], bytes: u64) {
     if known.is_empty() {
         return;
     }
-    let extra = |d: &(u64, u64)| d.0.saturating_sub(bytes) + d.1;
-    let disturbed = known.iter().filter(|d| extra(d) > 4 << 20).count();
+    let disturbed = known
+        .iter()
+        .filter(|&&d| other_io(d, bytes) > DISTURBED)
+        .count();
+    let redone: usize = rows.iter().map(|r| r.redone).sum();
     let max_read = known.iter().map(|d| d.0.saturating_sub(bytes)).max();
     let max_written = known.iter().map(|d| d.1).max();
     let _ = writeln!(
         out,
-        "other disk I/O: {disturbed} of {total} runs saw more than 4 MiB besides their own reads \
+        "other disk I/O: {redone} pair(s) run again because another process used the disk; \
+         {disturbed} of {total} runs kept saw more than 4 MiB besides their own reads \
          (at most {:.1} MiB read beyond the file, {:.1} MiB written in one run)",
         max_read.unwrap_or(0) as f64 / MIB,
         max_written.unwrap_or(0) as f64 / MIB
