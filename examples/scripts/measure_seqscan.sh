@@ -1,5 +1,7 @@
 #!/bin/bash
-# The seqscan measurement set of issue 3, logged to target/measure/<name>.txt.
+# The seqscan measurement set of issue 3 (thread-pool engine; the other
+# runtimes are measured by measure_runtimes.sh), logged to
+# target/measure/<name>.txt.
 # Before each invocation it waits (up to 300 s) until no other process uses
 # more than 5% CPU, and it logs the busiest processes before and after.
 # Usage: examples/scripts/measure_seqscan.sh   (from the workspace root)
@@ -20,7 +22,7 @@ run() { # name args...
   local name=$1; shift
   quiet > "$out/$name.quiet"
   { echo "## $(date -u +%T) seqscan $*"; ps -eo pcpu,comm --sort=-pcpu | head -4; } > "$out/$name.txt"
-  $bin "$@" >> "$out/$name.txt" 2>&1
+  $bin --runtime threadpool "$@" >> "$out/$name.txt" 2>&1
   { echo "## after: $(date -u +%T) load $(cat /proc/loadavg)"; ps -eo pcpu,comm --sort=-pcpu | head -4; } >> "$out/$name.txt"
   echo "== $name: seqscan $*"; grep -E "^  [a-z]" "$out/$name.txt"
 }
