@@ -502,16 +502,48 @@ impl PoolInner {
     /// Finds a frame to reuse: the stream's ring slot first (PostgreSQL's
     /// strategy ring), then the clock sweep. Fails only when a full sweep
     /// finds every frame pinned or being read.
-    fn victim(&self, mut ring: Option<&mut Ring>) -> Result<u32, Exhausted> {
-        if let Some(ring) = ring.as_deref_mut() {
-            if let Some(f) = ring.current() {
-                if let Claim::Got = self.try_claim(f, 1) {
-                    self.ring_reuses.fetch_add(1, Ordering::Relaxed);
-                    ring.advance();
-                    return Ok(f);
-                }
+    fn victim(&self, ring: Option<&mut Ring>) -> Result<u32, Exhausted> {
+        let Some(ring) = ring else {
+            return self.sweep();
+        };
+        if let Some(f) = ring.current() {
+            if let Claim::Got = self.try_claim(f, 1) {
+                self.ring_reuses.fetch_add(1, Ordering::Relaxed);
+                ring.advance();
+                return Ok(f);
             }
         }
+        let f = self.sweep()?;
+        let grow = ring.growth_wanted();
+        if grow == 0 {
+            ring.add(f);
+            return Ok(f);
+        }
+        // Look-ahead is deeper than the ring: grow it by a block of frames
+        // taken from the sweep together, which are adjacent in memory when
+        // the sweep finds them free in a row, so the ring keeps handing out
+        // runs of adjacent frames (one buffer per read for the engines).
+        // The extra frames are released at once; the ring claims them when
+        // it reaches them.
+        let mut block = Vec::with_capacity(grow);
+        block.push(f);
+        while block.len() < grow {
+            match self.sweep() {
+                Ok(g) => {
+                    self.release_claim(g);
+                    block.push(g);
+                }
+                Err(Exhausted) => break,
+            }
+        }
+        ring.insert_block(&block);
+        Ok(f)
+    }
+
+    /// The clock sweep: a frame no one holds, claimed (pins = 1, EMPTY, new
+    /// generation). Fails only when a full lap finds every frame pinned or
+    /// being read.
+    fn sweep(&self) -> Result<u32, Exhausted> {
         let n = self.nframes as u64;
         // Each frame may need MAX_USAGE passes to age out; a sweep that sees
         // only pinned frames for a whole lap gives up.
@@ -519,12 +551,7 @@ impl PoolInner {
         loop {
             let f = (self.hand.fetch_add(1, Ordering::Relaxed) % n) as u32;
             match self.try_claim(f, 0) {
-                Claim::Got => {
-                    if let Some(ring) = ring {
-                        ring.add(f);
-                    }
-                    return Ok(f);
-                }
+                Claim::Got => return Ok(f),
                 Claim::Aged => busy_run = 0,
                 Claim::Busy => {
                     busy_run += 1;

@@ -9,9 +9,13 @@
 //! pinned one leaves the ring; a scan whose look-ahead is deeper than its
 //! ring (a cold scan at full depth pins `(max_ios + 1) × io_combine_limit`
 //! frames) would so cycle through the whole pool. Here the ring *grows*
-//! instead, up to the stream's pin budget plus one read, so a deep scan
-//! recycles its own frames too; a shallow one (a warm scan keeps about one
-//! read ahead) never grows it past the size asked for.
+//! instead, doubling up to the stream's pin budget plus one read, so a deep
+//! scan recycles its own frames too; a shallow one (a warm scan keeps about
+//! one read ahead) never grows it past the size asked for. It grows by a
+//! block of frames the sweep finds together, usually adjacent in memory, so
+//! runs of slots stay runs of adjacent frames and a read's frames reach the
+//! engine as one buffer (growing one slot at a time interleaved them, and
+//! made 39% of O_DIRECT reads vectored and the device merge less).
 
 const EMPTY_SLOT: u32 = u32::MAX;
 
@@ -72,15 +76,28 @@ impl Ring {
         }
     }
 
-    /// Puts `f`, a frame from the clock sweep, into the ring: into the
-    /// current slot if it is empty, else (its frame was busy) as a new slot
-    /// here while the ring may grow, else over the busy one. Moves on.
-    pub(crate) fn add(&mut self, f: u32) {
-        if self.slots[self.pos] != EMPTY_SLOT && self.slots.len() < self.max_len {
-            self.slots.insert(self.pos, f);
-        } else {
-            self.slots[self.pos] = f;
+    /// How many slots to add now: when the current slot holds a frame that
+    /// is busy (the caller found it so) and the ring may grow, as many as it
+    /// has (doubling), up to its limit; else none.
+    pub(crate) fn growth_wanted(&self) -> usize {
+        if self.slots[self.pos] == EMPTY_SLOT {
+            return 0;
         }
+        self.slots.len().min(self.max_len - self.slots.len())
+    }
+
+    /// Puts `f`, a frame from the clock sweep, into the current slot (empty,
+    /// or holding a busy frame the ring gives up, as PostgreSQL does) and
+    /// moves on.
+    pub(crate) fn add(&mut self, f: u32) {
+        self.slots[self.pos] = f;
+        self.advance();
+    }
+
+    /// Inserts `block` (frames from the sweep, the first one in use now) as
+    /// new slots before the current one, and moves past the first.
+    pub(crate) fn insert_block(&mut self, block: &[u32]) {
+        self.slots.splice(self.pos..self.pos, block.iter().copied());
         self.advance();
     }
 

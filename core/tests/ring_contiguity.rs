@@ -1,0 +1,80 @@
+//! A ring under deep look-ahead: it grows (rather than letting the scan
+//! cycle through the whole pool) and keeps handing out runs of adjacent
+//! frames, so most reads reach the engine as one contiguous buffer.
+
+use futures::executor::block_on;
+use futures::StreamExt;
+use pagestream::testing::{stamp, MemEngine, MemFile};
+use pagestream::{source, BufferPool, IoEngine, ReadRequest, ReadStream, RingSize};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The in-memory engine, counting the buffers each read hands over.
+#[derive(Clone)]
+struct Counting {
+    mem: MemEngine,
+    reads: Arc<AtomicU64>,
+    one_buffer: Arc<AtomicU64>,
+}
+
+impl IoEngine for Counting {
+    type File = MemFile;
+    fn start_read(&self, file: &MemFile, mut req: ReadRequest) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if req.buffers_mut().len() == 1 {
+            self.one_buffer.fetch_add(1, Ordering::Relaxed);
+        }
+        self.mem.start_read(file, req);
+    }
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+}
+
+#[test]
+fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
+    let mem = MemEngine::new();
+    let n = 4000;
+    let file = mem.create_stamped(n, 8192);
+    let seed = file.seed();
+    let engine = Counting {
+        mem,
+        reads: Arc::default(),
+        one_buffer: Arc::default(),
+    };
+    let pool = BufferPool::new(16384, 8192).unwrap();
+    let mut s = ReadStream::builder(&pool, engine.clone(), file)
+        .max_ios(16)
+        .io_combine_limit(16)
+        .ring(Some(RingSize::BULKREAD))
+        .build(source::forward(0..n))
+        .unwrap();
+    block_on(async {
+        let mut b = 0;
+        while let Some(p) = s.next().await {
+            let p = p.unwrap();
+            assert!(p.block() == b && stamp::check(seed, b, &p));
+            b += 1;
+        }
+    });
+    let st = s.stats();
+    let ring = s.ring_len().unwrap();
+    let budget = 17 * 16;
+    assert!(
+        st.max_distance > 32,
+        "look-ahead never went past the ring: {st}"
+    );
+    assert!(ring > 32 && ring <= budget + 16, "ring of {ring} frames");
+    let valid = pool.stats().valid;
+    assert!(
+        valid <= budget + 16,
+        "the scan flushed {valid} frames of the pool"
+    );
+    let reads = engine.reads.load(Ordering::Relaxed);
+    let one = engine.one_buffer.load(Ordering::Relaxed);
+    assert!(
+        one * 10 >= reads * 8,
+        "only {one} of {reads} reads were one buffer"
+    );
+    eprintln!("ring {ring} frames, {one}/{reads} reads in one buffer, {valid} frames valid\n{st}");
+}
