@@ -9,8 +9,9 @@
 # 90% idle over a second (ps's %CPU is a lifetime average and misses a
 # long-lived process that just got busy) and the disks moved less than 1 MiB
 # in 2 s (other engineers' disk benchmarks use no CPU to speak of), and logs
-# the busiest processes before and after. backscan itself reports, per
-# table, the runs that saw other disk I/O (/proc/diskstats).
+# the busiest processes before and after. backscan itself runs a pair again
+# (up to 3 times) when another process used the disks or the CPUs during it
+# (/proc/diskstats, /proc/stat), and says per table how often it did.
 # Per-run stream statistics (--verbose) go to the same log.
 # Usage: examples/scripts/measure_backscan.sh [extra backscan flags]
 #        (from anywhere; runs in the workspace root)
@@ -51,7 +52,7 @@ run() { # name args...
   $bin "$@" >> "$out/$name.txt" 2>&1
   echo "exit $?" >> "$out/$name.txt"
   { echo "## after: $(date -u +%T) load $(cat /proc/loadavg)"; ps -eo pcpu,comm --sort=-pcpu | head -4; } >> "$out/$name.txt"
-  echo "== $name: backscan $*"; grep -E "^(===|io_combine|-----|[0-9]+ +\||other disk|checksum|backscan: error|still busy)" "$out/$name.txt"
+  echo "== $name: backscan $*"; grep -E "^(===|io_combine|-----|[0-9]+ +\||other (disk|processes)|checksum|backscan: error|still busy)" "$out/$name.txt"
 }
 # Create the 256 MiB file outside any measured invocation.
 $bin --pairs 1 --combine 1 --mode buffered --combining on > /dev/null || exit 1

@@ -93,6 +93,8 @@ fn tiny_run_reports_json_per_row() {
         "--combine",
         "1,8",
         "--json",
+        "--retries",
+        "0",
     ]);
     let _ = std::fs::remove_file(&path);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -205,6 +207,8 @@ fn a_single_mode_runs_only_its_rows() {
         "--combining",
         "on",
         "--json",
+        "--retries",
+        "0",
     ]);
     let _ = std::fs::remove_file(&path);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -62,7 +62,8 @@ options:
   --pairs N           forward/backward pairs per row (default 7)
   --retries N         run a pair again, up to N times (default 3), when
                       another process read or wrote more than 4 MiB on the
-                      machine's disks during it (/proc/diskstats)
+                      machine's disks (/proc/diskstats) or used more than a
+                      tenth of the CPUs (/proc/stat) during it
   --max-ios N         reads in flight at most (default 16)
   --pool-frames N     buffer pool frames (default 16384)
   --block-size SIZE   block size (default 8KiB)
@@ -268,6 +269,10 @@ struct Run {
     /// (`/proc/diskstats`; `None` where it cannot be read): reads beyond the
     /// file's size, or writes, are another process's I/O competing with it.
     disk: Option<(u64, u64)>,
+    /// CPU time during the run, in clock ticks: other processes' (all CPUs'
+    /// busy time less this process's) and stolen by the hypervisor
+    /// (`/proc/stat`, `/proc/self/stat`; `None` where they cannot be read).
+    cpu: Option<CpuTicks>,
 }
 
 /// The runs of one direction of one row.
@@ -292,6 +297,14 @@ impl Side {
         self.runs
             .iter()
             .map(|r| r.disk.map_or(f64::NAN, |d| f(d) as f64 / MIB))
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// Largest CPU figure of one run (NaN when not known).
+    fn cpu_max(&self, f: impl Fn(&CpuTicks) -> f64) -> f64 {
+        self.runs
+            .iter()
+            .map(|r| r.cpu.as_ref().map_or(f64::NAN, &f))
             .fold(f64::NEG_INFINITY, f64::max)
     }
 
@@ -402,6 +415,14 @@ impl Row {
                     .map(|r| r.resident_before)
                     .fold(0.0, f64::max),
             )
+            .set(
+                "other_cpu_seconds_max",
+                side.cpu_max(|c| c.others() as f64 / clock_ticks_per_s() as f64),
+            )
+            .set(
+                "steal_seconds_max",
+                side.cpu_max(|c| c.steal as f64 / clock_ticks_per_s() as f64),
+            )
             .set("disk_read_mib_max", side.disk_max(|d| d.0))
             .set("disk_write_mib_max", side.disk_max(|d| d.1))
             .set("file", path)
@@ -422,6 +443,70 @@ const DISTURBED: u64 = 4 << 20;
 /// all writes.
 fn other_io(disk: (u64, u64), own: u64) -> u64 {
     disk.0.saturating_sub(own) + disk.1
+}
+
+impl Run {
+    /// Whether another process used the disks (more than 4 MiB besides this
+    /// run's reads) or the CPUs (more than a tenth of this run's CPU time
+    /// over all CPUs, and at least 8 ticks: a quiet machine shows 0–5 ticks
+    /// of kernel work not charged to this process) during the run.
+    fn disturbed(&self, own_bytes: u64) -> bool {
+        let disk = self
+            .disk
+            .is_some_and(|d| other_io(d, own_bytes) > DISTURBED);
+        let cpu = self.cpu.is_some_and(|c| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+            let ticks = self.seconds * clock_ticks_per_s() as f64 * cpus;
+            let others = c.others() as f64;
+            others >= 8.0 && others > 0.1 * ticks
+        });
+        disk || cpu
+    }
+}
+
+/// CPU clock ticks, see [`Run::cpu`].
+#[derive(Debug, Clone, Copy)]
+struct CpuTicks {
+    /// Busy ticks of all CPUs (not idle, not I/O wait, not steal).
+    busy: u64,
+    /// This process's user + system ticks (all threads).
+    own: u64,
+    /// Ticks stolen by the hypervisor.
+    steal: u64,
+}
+
+impl CpuTicks {
+    fn others(&self) -> u64 {
+        self.busy.saturating_sub(self.own)
+    }
+}
+
+fn clock_ticks_per_s() -> u64 {
+    // SAFETY: sysconf takes no pointers.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(t).unwrap_or(100).max(1)
+}
+
+/// CPU ticks so far, from `/proc/stat` and `/proc/self/stat`.
+fn cpu_ticks() -> Option<CpuTicks> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let f: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    let busy = f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)?;
+    let steal = *f.get(7)?;
+    let me = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name in parentheses: utime and stime are the
+    // 14th and 15th fields overall, the 12th and 13th after ") ".
+    let rest = &me[me.rfind(')')? + 1..];
+    let g: Vec<&str> = rest.split_whitespace().collect();
+    let own = g.get(11)?.parse::<u64>().ok()? + g.get(12)?.parse::<u64>().ok()?;
+    Some(CpuTicks { busy, own, steal })
 }
 
 /// Bytes read and written so far by the machine's disks, from
@@ -531,6 +616,7 @@ impl Ctx {
         }
         let before = self.engine.stats();
         let disk_before = disk_bytes();
+        let cpu_before = cpu_ticks();
         let (ck, secs, st) = match dir {
             Dir::Forward => self.scan(
                 direct,
@@ -546,6 +632,14 @@ impl Ctx {
             )?,
         };
         let engine = diff(before, self.engine.stats());
+        let cpu = match (cpu_before, cpu_ticks()) {
+            (Some(a), Some(b)) => Some(CpuTicks {
+                busy: b.busy.saturating_sub(a.busy),
+                own: b.own.saturating_sub(a.own),
+                steal: b.steal.saturating_sub(a.steal),
+            }),
+            _ => None,
+        };
         let disk = match (disk_before, disk_bytes()) {
             (Some((r0, w0)), Some((r1, w1))) => {
                 Some((r1.saturating_sub(r0), w1.saturating_sub(w0)))
@@ -580,6 +674,15 @@ impl Ctx {
                 engine.nowait_nanos as f64 / 1e6,
                 engine.thread_preads
             );
+            if let Some(c) = cpu {
+                eprintln!(
+                    "    CPU: others {} ticks, this process {} ticks, stolen {} ticks ({} Hz)",
+                    c.others(),
+                    c.own,
+                    c.steal,
+                    clock_ticks_per_s()
+                );
+            }
             if let Some((r, w)) = disk {
                 eprintln!(
                     "    Disks: {:.1} MiB read, {:.1} MiB written during the run",
@@ -596,6 +699,7 @@ impl Ctx {
             stats: st,
             engine,
             disk,
+            cpu,
         })
     }
 
@@ -609,16 +713,16 @@ impl Ctx {
             let (f, b) = loop {
                 let f = self.cold(direct, combine, backward_combining, Dir::Forward)?;
                 let b = self.cold(direct, combine, backward_combining, Dir::Backward)?;
-                let disturbed = [&f, &b]
-                    .iter()
-                    .any(|r| r.disk.is_some_and(|d| other_io(d, bytes) > DISTURBED));
+                let disturbed = [&f, &b].iter().any(|r| r.disturbed(bytes));
                 if !disturbed || attempt == self.o.retries {
                     break (f, b);
                 }
                 attempt += 1;
                 redone += 1;
                 if self.o.verbose {
-                    eprintln!("backscan: another process used the disk; pair run again");
+                    eprintln!(
+                        "backscan: another process used the disk or the CPUs; pair run again"
+                    );
                 }
                 // Give the other I/O a moment to end.
                 std::thread::sleep(std::time::Duration::from_secs(2));
@@ -712,20 +816,27 @@ fn disk_note(out: &mut String, rows: &[Row], bytes: u64) {
     if known.is_empty() {
         return;
     }
-    let disturbed = known
-        .iter()
-        .filter(|&&d| other_io(d, bytes) > DISTURBED)
-        .count();
+    let disturbed = runs().filter(|r| r.disturbed(bytes)).count();
+    let max_cpu = runs()
+        .filter_map(|r| r.cpu.map(|c| c.others()))
+        .max()
+        .unwrap_or(0);
+    let max_steal = runs()
+        .filter_map(|r| r.cpu.map(|c| c.steal))
+        .max()
+        .unwrap_or(0);
     let redone: usize = rows.iter().map(|r| r.redone).sum();
     let max_read = known.iter().map(|d| d.0.saturating_sub(bytes)).max();
     let max_written = known.iter().map(|d| d.1).max();
     let _ = writeln!(
         out,
-        "other disk I/O: {redone} pair(s) run again because another process used the disk; \
-         {disturbed} of {total} runs kept saw more than 4 MiB besides their own reads \
-         (at most {:.1} MiB read beyond the file, {:.1} MiB written in one run)",
+        "other processes: {redone} pair(s) run again because another process used the disk or \
+         the CPUs; {disturbed} of {total} runs kept were disturbed; at most, in one run: \
+         {:.1} MiB read beyond the file, {:.1} MiB written, {:.2} s of CPU, {:.2} s stolen",
         max_read.unwrap_or(0) as f64 / MIB,
-        max_written.unwrap_or(0) as f64 / MIB
+        max_written.unwrap_or(0) as f64 / MIB,
+        max_cpu as f64 / clock_ticks_per_s() as f64,
+        max_steal as f64 / clock_ticks_per_s() as f64
     );
 }
 
