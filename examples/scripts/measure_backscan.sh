@@ -11,7 +11,8 @@
 # in 2 s (other engineers' disk benchmarks use no CPU to speak of), and logs
 # the busiest processes before and after. backscan itself runs a pair again
 # (up to 3 times) when another process used the disks or the CPUs during it
-# (/proc/diskstats, /proc/stat), and says per table how often it did.
+# or the hypervisor stole CPU time (/proc/diskstats, /proc/stat), and says
+# per table how often it did.
 # Per-run stream statistics (--verbose) go to the same log.
 # Usage: examples/scripts/measure_backscan.sh [extra backscan flags]
 #        (from anywhere; runs in the workspace root)

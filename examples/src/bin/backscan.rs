@@ -62,8 +62,9 @@ options:
   --pairs N           forward/backward pairs per row (default 7)
   --retries N         run a pair again, up to N times (default 3), when
                       another process read or wrote more than 4 MiB on the
-                      machine's disks (/proc/diskstats) or used more than a
-                      tenth of the CPUs (/proc/stat) during it
+                      machine's disks (/proc/diskstats), or used more than a
+                      tenth of the CPUs or the hypervisor stole that much
+                      (/proc/stat) during it
   --max-ios N         reads in flight at most (default 16)
   --pool-frames N     buffer pool frames (default 16384)
   --block-size SIZE   block size (default 8KiB)
@@ -447,9 +448,10 @@ fn other_io(disk: (u64, u64), own: u64) -> u64 {
 
 impl Run {
     /// Whether another process used the disks (more than 4 MiB besides this
-    /// run's reads) or the CPUs (more than a tenth of this run's CPU time
-    /// over all CPUs, and at least 8 ticks: a quiet machine shows 0–5 ticks
-    /// of kernel work not charged to this process) during the run.
+    /// run's reads) or the CPUs, or the hypervisor stole them (either more
+    /// than a tenth of this run's time over all CPUs, and at least 8 ticks:
+    /// a quiet machine shows 0–5 ticks of kernel work not charged to this
+    /// process) during the run.
     fn disturbed(&self, own_bytes: u64) -> bool {
         let disk = self
             .disk
@@ -457,8 +459,8 @@ impl Run {
         let cpu = self.cpu.is_some_and(|c| {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
             let ticks = self.seconds * clock_ticks_per_s() as f64 * cpus;
-            let others = c.others() as f64;
-            others >= 8.0 && others > 0.1 * ticks
+            let much = |t: u64| t >= 8 && t as f64 > 0.1 * ticks;
+            much(c.others()) || much(c.steal)
         });
         disk || cpu
     }
@@ -721,7 +723,8 @@ impl Ctx {
                 redone += 1;
                 if self.o.verbose {
                     eprintln!(
-                        "backscan: another process used the disk or the CPUs; pair run again"
+                        "backscan: another process used the disk or the CPUs (or the \
+                         hypervisor stole them); pair run again"
                     );
                 }
                 // Give the other I/O a moment to end.
@@ -831,7 +834,7 @@ fn disk_note(out: &mut String, rows: &[Row], bytes: u64) {
     let _ = writeln!(
         out,
         "other processes: {redone} pair(s) run again because another process used the disk or \
-         the CPUs; {disturbed} of {total} runs kept were disturbed; at most, in one run: \
+         the CPUs or the hypervisor stole them; {disturbed} of {total} runs kept were disturbed; at most, in one run: \
          {:.1} MiB read beyond the file, {:.1} MiB written, {:.2} s of CPU, {:.2} s stolen",
         max_read.unwrap_or(0) as f64 / MIB,
         max_written.unwrap_or(0) as f64 / MIB,
