@@ -561,6 +561,12 @@ impl<D> Planner<D> {
                     if self.ios_in_progress >= self.cfg.max_ios {
                         return Head::WaitRead;
                     }
+                    // Let the pending read grow to the distance first, as
+                    // look-ahead would have; it may start it itself.
+                    self.look_ahead(env);
+                    if !matches!(self.queue.front().map(|e| &e.slot), Some(Slot::Pending)) {
+                        continue;
+                    }
                     let ec = self.eff_combine();
                     if !self.start_pending(env, ec) {
                         if self.ios_in_progress > 0 {
@@ -651,7 +657,7 @@ impl<D> Planner<D> {
         // queued), not after every page: a read is then started at full size
         // when it can be, and a scan that needs no new read pays nothing.
         let room = self.distance.saturating_sub(self.pinned + self.pending_n);
-        if room >= self.distance.min(self.eff_combine()) || self.queue.is_empty() {
+        if room >= self.distance.min(self.eff_combine()) || self.pinned == 0 {
             self.look_ahead(env);
         }
         self.in_fast_path = self.cfg.fast_path
