@@ -104,6 +104,17 @@ pub(crate) fn claimed(g: u32, st: Status) -> u64 {
     (u64::from(g) << GEN_SHIFT) | st.bits() | 1
 }
 
+/// What [`FrameHeader::pin_if_gen`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PinIf {
+    /// Pinned.
+    Pinned,
+    /// The frame has moved on to another generation.
+    Stale,
+    /// The frame has `PIN_MASK` pins already (16.7 million).
+    Full,
+}
+
 /// One frame's metadata, alone on its cache line so that two threads pinning
 /// neighbouring frames do not bounce a shared line.
 #[repr(align(64))]
@@ -127,13 +138,17 @@ impl FrameHeader {
     }
 
     /// Adds a pin and bumps the usage count if the frame is still at
-    /// generation `g`; returns the new state, or `None` if it is not.
+    /// generation `g` and has room for another pin.
     #[inline]
-    pub(crate) fn pin_if_gen(&self, g: u32) -> Option<u64> {
+    pub(crate) fn pin_if_gen(&self, g: u32) -> PinIf {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             if gen(s) != g {
-                return None;
+                return PinIf::Stale;
+            }
+            if pins(s) == PIN_MASK {
+                // One more would carry into the status bits.
+                return PinIf::Full;
             }
             let mut n = s + 1;
             if usage(s) < MAX_USAGE {
@@ -143,7 +158,7 @@ impl FrameHeader {
                 .state
                 .compare_exchange_weak(s, n, Ordering::Acquire, Ordering::Relaxed)
             {
-                Ok(_) => return Some(n),
+                Ok(_) => return PinIf::Pinned,
                 Err(cur) => s = cur,
             }
         }

@@ -37,7 +37,7 @@ fn loom_hit_races_eviction() {
         let p2 = Arc::clone(&p);
         let mut view2 = p.file_view(7);
         let hitter = loom::thread::spawn(move || {
-            if let Some(l) = p2.lookup_existing(&mut view2, 0) {
+            if let Ok(Some(l)) = p2.lookup_existing(&mut view2, 0) {
                 let f = match l {
                     Lookup::Hit(f) => f,
                     other => panic!("block 0 is valid, got {other:?}"),

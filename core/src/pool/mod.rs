@@ -15,6 +15,8 @@ mod frame;
 mod loom_tests;
 mod ring;
 mod table;
+#[cfg(all(test, not(loom)))]
+mod tests;
 mod waiters;
 
 pub use ring::RingSize;
@@ -27,7 +29,7 @@ use crate::error::BuildError;
 use crate::stats::{PoolStats, StreamStats};
 use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::{BlockNumber, FileId};
-use frame::{FrameHeader, NO_FILE};
+use frame::{FrameHeader, PinIf, NO_FILE};
 use std::alloc::{self, Layout};
 use std::collections::HashMap;
 use std::fmt;
@@ -36,7 +38,9 @@ use std::task::Waker;
 use table::{FileTable, EMPTY_SLOT};
 use waiters::Waiters;
 
-/// Alignment of frame memory (and so of every frame): enough for O_DIRECT.
+/// Alignment of the pool's memory: every frame is aligned to
+/// `min(block_size, FRAME_ALIGN)`, enough for O_DIRECT with block sizes of
+/// 4096 and up.
 pub const FRAME_ALIGN: usize = 4096;
 
 /// Smallest block size.
@@ -245,8 +249,8 @@ impl BufferPool {
         }
     }
 
-    /// Drops every unpinned, valid frame of `file` from the pool (pinned ones
-    /// and ones being read stay). Returns how many were dropped. Use it to
+    /// Drops every unpinned frame of `file` from the pool (pinned ones and
+    /// ones being read stay). Returns how many were dropped. Use it to
     /// make the next scan of a file cold for the pool.
     pub fn invalidate(&self, file: FileId) -> usize {
         self.inner.invalidate(file)
@@ -333,14 +337,12 @@ impl PoolInner {
     /// frame protocol; see callers.
     #[inline]
     pub(crate) fn frame_ptr(&self, f: u32) -> *mut u8 {
-        debug_assert!((f as usize) < self.nframes);
+        assert!((f as usize) < self.nframes, "frame {f} out of range");
         // SAFETY: `f < nframes`, so the offset stays inside the allocation
         // of `nframes << block_shift` bytes.
         unsafe { self.memory.as_ptr().add((f as usize) << self.block_shift) }
     }
 
-    /// Whether frames `f` and `f + 1` are adjacent in memory (always, since
-    /// frames are one array): engines may merge their iovecs.
     #[inline]
     pub(crate) fn status(&self, f: u32) -> Status {
         frame::status(self.header(f).load())
@@ -387,11 +389,11 @@ impl PoolInner {
         block: BlockNumber,
         ring: Option<&mut Ring>,
     ) -> Result<Lookup, Exhausted> {
-        if let Some(l) = self.lookup_existing(view, block) {
+        if let Some(l) = self.lookup_existing(view, block)? {
             return Ok(l);
         }
         let victim = self.victim(ring)?;
-        Ok(self.install(victim, view, block))
+        self.install(victim, view, block)
     }
 
     /// The hit path: one load of the block's slot, one CAS on the frame.
@@ -400,33 +402,66 @@ impl PoolInner {
         &self,
         view: &mut FileView,
         block: BlockNumber,
-    ) -> Option<Lookup> {
+    ) -> Result<Option<Lookup>, Exhausted> {
+        let file = view.id();
         let slot = view.slot(block).load(Ordering::Acquire);
+        match self.pin_slot(slot, file, block) {
+            SlotPin::Pinned(f) => Ok(Some(self.classify_pinned(f))),
+            SlotPin::Stale => Ok(None),
+            SlotPin::Full => Err(Exhausted),
+        }
+    }
+
+    /// Pins the frame a slot names if it still holds `(file, block)`.
+    #[inline]
+    fn pin_slot(&self, slot: u64, file: u64, block: BlockNumber) -> SlotPin {
         if slot == EMPTY_SLOT {
-            return None;
+            return SlotPin::Stale;
         }
         let (f, g) = table::unpack(slot);
-        self.header(f).pin_if_gen(g)?;
-        debug_assert_eq!(self.header(f).block.load(Ordering::Relaxed), block);
-        Some(self.classify_pinned(f))
+        let hdr = self.header(f);
+        match hdr.pin_if_gen(g) {
+            PinIf::Pinned => {}
+            PinIf::Stale => return SlotPin::Stale,
+            PinIf::Full => return SlotPin::Full,
+        }
+        // Generations are 32 bits and stale slots are never cleared, so
+        // after 2^32 claims of one frame an old slot can match again: the
+        // tag decides. It was written before the frame was published and
+        // cannot change while we hold a pin (rules 3 and 4); our pin's
+        // Acquire CAS made it visible.
+        if hdr.file.load(Ordering::Relaxed) != file || hdr.block.load(Ordering::Relaxed) != block {
+            hdr.unpin();
+            return SlotPin::Stale;
+        }
+        SlotPin::Pinned(f)
     }
 
     /// Installs the claimed `victim` (pins = 1, EMPTY, unpublished) for
     /// `block`, or gives it back if someone installed a frame first.
-    fn install(&self, victim: u32, view: &mut FileView, block: BlockNumber) -> Lookup {
+    fn install(
+        &self,
+        victim: u32,
+        view: &mut FileView,
+        block: BlockNumber,
+    ) -> Result<Lookup, Exhausted> {
         let hdr = self.header(victim);
         let g = frame::gen(hdr.load());
         let file = view.id();
         let slot = view.slot(block);
         loop {
             let cur = slot.load(Ordering::Acquire);
-            if cur != EMPTY_SLOT {
-                let (f, fg) = table::unpack(cur);
-                if self.header(f).pin_if_gen(fg).is_some() {
+            match self.pin_slot(cur, file, block) {
+                SlotPin::Pinned(f) => {
                     self.release_claim(victim);
-                    return self.classify_pinned(f);
+                    return Ok(self.classify_pinned(f));
                 }
-                // Stale: that frame has moved on to another block.
+                SlotPin::Full => {
+                    self.release_claim(victim);
+                    return Err(Exhausted);
+                }
+                // Empty, or that frame has moved on to another block.
+                SlotPin::Stale => {}
             }
             // Rule 4: tag first, then IO status, then publish.
             hdr.file.store(file, Ordering::Relaxed);
@@ -441,7 +476,7 @@ impl PoolInner {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Lookup::Read(victim),
+                Ok(_) => return Ok(Lookup::Read(victim)),
                 // Never published, so nobody else saw the IO status.
                 Err(_) => hdr
                     .state
@@ -612,15 +647,17 @@ impl PoolInner {
             if frame::gen(s) != g || frame::pins(s) != 0 || frame::status(s) == Status::Io {
                 return;
             }
-            // Same move as a claim (rule 3), straight back to free.
-            let free = u64::from(g.wrapping_add(1)) << frame::GEN_SHIFT;
+            // A claim (rule 3), then back to free: the tag is cleared while
+            // we hold the claim pin, so no one who takes the frame next can
+            // have its tag overwritten (rule 4).
+            let claimed = frame::claimed(g.wrapping_add(1), Status::Empty);
             if hdr
                 .state
-                .compare_exchange(s, free, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(s, claimed, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                hdr.file.store(NO_FILE, Ordering::Relaxed);
                 let _ = slot.compare_exchange(cur, EMPTY_SLOT, Ordering::AcqRel, Ordering::Acquire);
+                self.release_claim(f);
                 dropped += 1;
             }
         });
@@ -684,4 +721,11 @@ enum Claim {
     Got,
     Aged,
     Busy,
+}
+
+/// What [`PoolInner::pin_slot`] did.
+enum SlotPin {
+    Pinned(u32),
+    Stale,
+    Full,
 }

@@ -17,6 +17,7 @@
 
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 use crate::BlockNumber;
+use std::collections::HashMap;
 
 /// Blocks per chunk (32 KiB of slots; 32 MiB of data at 8 KiB blocks).
 pub(crate) const CHUNK_BLOCKS: usize = 4096;
@@ -50,67 +51,79 @@ impl Chunk {
     }
 }
 
+/// Chunks a view indexes densely (a vector); chunks past this — blocks past
+/// 2^28, 2 TiB of 8 KiB blocks, which sparse files can have — go in a map,
+/// so a huge block number never allocates a huge vector.
+const DENSE_CHUNKS: usize = 1 << 16;
+
 /// The block table of one file.
 #[derive(Debug)]
 pub(crate) struct FileTable {
     pub(crate) id: u64,
-    chunks: Mutex<Vec<Option<Arc<Chunk>>>>,
+    chunks: Mutex<HashMap<usize, Arc<Chunk>>>,
 }
 
 impl FileTable {
     pub(crate) fn new(id: u64) -> Self {
         FileTable {
             id,
-            chunks: Mutex::new(Vec::new()),
+            chunks: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The chunk holding `block`'s slot, created if `create`.
+    /// Chunk `ci`, created if `create`.
     fn chunk(&self, ci: usize, create: bool) -> Option<Arc<Chunk>> {
         let mut chunks = lock(&self.chunks);
-        if ci >= chunks.len() {
-            if !create {
-                return None;
-            }
-            chunks.resize(ci + 1, None);
+        if create {
+            Some(Arc::clone(
+                chunks.entry(ci).or_insert_with(|| Arc::new(Chunk::new())),
+            ))
+        } else {
+            chunks.get(&ci).cloned()
         }
-        if chunks[ci].is_none() && create {
-            chunks[ci] = Some(Arc::new(Chunk::new()));
-        }
-        chunks[ci].clone()
     }
 
-    /// Every installed slot value, for maintenance (invalidate, reports).
+    /// Every slot of every chunk, for maintenance (invalidate, reports).
     pub(crate) fn for_each_slot(&self, mut f: impl FnMut(BlockNumber, &AtomicU64)) {
-        let chunks = lock(&self.chunks).clone();
-        for (ci, c) in chunks.iter().enumerate() {
-            if let Some(c) = c {
-                for (i, s) in c.slots.iter().enumerate() {
-                    f(((ci as u64) << CHUNK_SHIFT) + i as u64, s);
-                }
+        let chunks: Vec<(usize, Arc<Chunk>)> = lock(&self.chunks)
+            .iter()
+            .map(|(&ci, c)| (ci, Arc::clone(c)))
+            .collect();
+        for (ci, c) in chunks {
+            for (i, s) in c.slots.iter().enumerate() {
+                f(((ci as u64) << CHUNK_SHIFT) + i as u64, s);
             }
         }
     }
 
     /// The slot for `block` if its chunk exists.
     pub(crate) fn peek(&self, block: BlockNumber) -> Option<u64> {
-        let c = self.chunk((block >> CHUNK_SHIFT) as usize, false)?;
+        let c = self.chunk(chunk_index(block), false)?;
         Some(c.slots[(block as usize) & (CHUNK_BLOCKS - 1)].load(Ordering::Acquire))
     }
+}
+
+#[inline]
+fn chunk_index(block: BlockNumber) -> usize {
+    usize::try_from(block >> CHUNK_SHIFT).unwrap_or(usize::MAX)
 }
 
 /// One stream's cached view of a file's table.
 #[derive(Debug)]
 pub(crate) struct FileView {
     pub(crate) table: Arc<FileTable>,
-    chunks: Vec<Option<Arc<Chunk>>>,
+    /// Chunks below [`DENSE_CHUNKS`], by index.
+    dense: Vec<Option<Arc<Chunk>>>,
+    /// Chunks at or past it.
+    sparse: HashMap<usize, Arc<Chunk>>,
 }
 
 impl FileView {
     pub(crate) fn new(table: Arc<FileTable>) -> Self {
         FileView {
             table,
-            chunks: Vec::new(),
+            dense: Vec::new(),
+            sparse: HashMap::new(),
         }
     }
 
@@ -121,21 +134,31 @@ impl FileView {
     /// The slot of `block`, creating its chunk if needed.
     #[inline]
     pub(crate) fn slot(&mut self, block: BlockNumber) -> &AtomicU64 {
-        let ci = (block >> CHUNK_SHIFT) as usize;
-        if ci >= self.chunks.len() || self.chunks[ci].is_none() {
-            self.fill(ci);
-        }
-        match &self.chunks[ci] {
-            Some(c) => &c.slots[(block as usize) & (CHUNK_BLOCKS - 1)],
-            None => unreachable!("fill created the chunk"),
+        let ci = chunk_index(block);
+        let i = (block as usize) & (CHUNK_BLOCKS - 1);
+        if ci < DENSE_CHUNKS {
+            if ci >= self.dense.len() || self.dense[ci].is_none() {
+                self.fill(ci);
+            }
+            match &self.dense[ci] {
+                Some(c) => &c.slots[i],
+                None => unreachable!("fill created the chunk"),
+            }
+        } else {
+            let table = &self.table;
+            let c = self
+                .sparse
+                .entry(ci)
+                .or_insert_with(|| table.chunk(ci, true).expect("created"));
+            &c.slots[i]
         }
     }
 
     #[cold]
     fn fill(&mut self, ci: usize) {
-        if ci >= self.chunks.len() {
-            self.chunks.resize(ci + 1, None);
+        if ci >= self.dense.len() {
+            self.dense.resize(ci + 1, None);
         }
-        self.chunks[ci] = self.table.chunk(ci, true);
+        self.dense[ci] = self.table.chunk(ci, true);
     }
 }

@@ -36,9 +36,25 @@ impl Waiters {
     /// (and registers nothing) if it already has.
     pub(crate) fn register(&self, f: u32, hdr: &FrameHeader, waker: &Waker) -> bool {
         let mut list = lock(&self.shards[f as usize % SHARDS]);
-        let prev = hdr.state.fetch_or(frame::WAITERS, Ordering::AcqRel);
-        if frame::status(prev) != Status::Io {
-            return false;
+        // Set WAITERS only while the frame is being read, so a frame whose
+        // read has ended is not left with a stale bit.
+        let mut s = hdr.state.load(Ordering::Acquire);
+        loop {
+            if frame::status(s) != Status::Io {
+                return false;
+            }
+            if s & frame::WAITERS != 0 {
+                break;
+            }
+            match hdr.state.compare_exchange_weak(
+                s,
+                s | frame::WAITERS,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(cur) => s = cur,
+            }
         }
         if !list.iter().any(|(g, w)| *g == f && w.will_wake(waker)) {
             list.push((f, waker.clone()));

@@ -1,0 +1,107 @@
+//! Pool unit tests for the corner cases a review found: generation wrap,
+//! pin-count overflow, huge block numbers, invalidate.
+
+use super::*;
+
+fn pool(frames: usize) -> Arc<PoolInner> {
+    Arc::clone(&BufferPool::new(frames, 512).unwrap().inner)
+}
+
+fn read_valid(p: &PoolInner, view: &mut FileView, block: u64) -> u32 {
+    match p.lookup(view, block, None) {
+        Ok(Lookup::Read(f)) => {
+            p.finish_io(f, true);
+            p.unpin(f);
+            f
+        }
+        other => panic!("expected a read, got {other:?}"),
+    }
+}
+
+/// After 2^32 claims a stale slot names the frame's generation again: the
+/// tag check must still refuse it (it holds another file's block).
+#[test]
+fn a_stale_slot_never_pins_another_block_even_after_the_generation_wraps() {
+    let p = pool(1);
+    let mut a = p.file_view(7);
+    let mut b = p.file_view(8);
+    let f = read_valid(&p, &mut a, 0);
+    let g = frame::gen(p.header(f).load());
+    assert_eq!(read_valid(&p, &mut b, 1), f, "one frame, reused");
+    // Make the frame's generation equal the stale slot's again, as 2^32
+    // claims would.
+    let s = p.header(f).load();
+    p.header(f).state.store(
+        (s & ((1 << frame::GEN_SHIFT) - 1)) | (u64::from(g) << frame::GEN_SHIFT),
+        Ordering::SeqCst,
+    );
+    assert_eq!(
+        p.lookup_existing(&mut a, 0),
+        Ok(None),
+        "file 7 block 0 must miss"
+    );
+    assert_eq!(
+        frame::pins(p.header(f).load()),
+        0,
+        "the refused pin was dropped"
+    );
+}
+
+/// A frame at the most pins it can count refuses another pin instead of
+/// carrying into its status bits.
+#[test]
+fn a_full_pin_count_refuses_more_pins() {
+    let p = pool(1);
+    let mut v = p.file_view(1);
+    let f = read_valid(&p, &mut v, 0);
+    let s = p.header(f).load();
+    p.header(f)
+        .state
+        .store(s | frame::PIN_MASK, Ordering::SeqCst);
+    assert_eq!(p.lookup_existing(&mut v, 0), Err(Exhausted));
+    assert_eq!(
+        p.sweep(),
+        Err(Exhausted),
+        "a fully pinned frame is not free"
+    );
+    assert_eq!(frame::status(p.header(f).load()), Status::Valid);
+}
+
+/// Block numbers far past 2^28 (sparse files can report exabytes) use the
+/// sparse chunk map instead of a vector that long.
+#[test]
+fn huge_block_numbers_do_not_allocate_huge_tables() {
+    let p = pool(4);
+    let mut v = p.file_view(1);
+    for b in [(1u64 << 49) - 1, 1 << 40, u64::MAX >> 13] {
+        let f = read_valid(&p, &mut v, b);
+        assert!(matches!(p.lookup_existing(&mut v, b), Ok(Some(Lookup::Hit(g))) if g == f));
+        p.unpin(f);
+    }
+}
+
+/// `invalidate` frees unpinned frames of one file and leaves others alone.
+#[test]
+fn invalidate_frees_one_files_frames() {
+    let p = pool(8);
+    let mut a = p.file_view(1);
+    let mut b = p.file_view(2);
+    for blk in 0..3 {
+        read_valid(&p, &mut a, blk);
+    }
+    read_valid(&p, &mut b, 0);
+    let pinned = match p.lookup(&mut a, 0, None) {
+        Ok(Lookup::Hit(f)) => f,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        p.invalidate(FileId(1)),
+        2,
+        "blocks 1 and 2; block 0 is pinned"
+    );
+    assert_eq!(p.lookup_existing(&mut a, 1), Ok(None));
+    assert!(
+        matches!(p.lookup_existing(&mut b, 0), Ok(Some(Lookup::Hit(f))) if { p.unpin(f); true })
+    );
+    p.unpin(pinned);
+}
