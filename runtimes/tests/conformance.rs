@@ -5,39 +5,10 @@
 //! runtime that cannot start fails the test.
 
 use pagestream::testing::conformance::{run_all, Harness};
-use pagestream::testing::stamp;
+use pagestream::testing::StampedFile;
 use pagestream::IoEngine;
 use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
 use std::cell::RefCell;
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-fn fresh() -> u64 {
-    SEQ.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Writes `nblocks` stamped blocks of `block_size` to `path` and fsyncs.
-fn write_stamped(path: &PathBuf, seed: u64, nblocks: u64, block_size: usize) {
-    let mut f = std::fs::File::create(path).expect("create temp file");
-    let mut buf = vec![0u8; block_size * 64];
-    let mut b = 0;
-    while b < nblocks {
-        let n = (nblocks - b).min(64) as usize;
-        for i in 0..n {
-            stamp::fill(
-                seed,
-                b + i as u64,
-                &mut buf[i * block_size..(i + 1) * block_size],
-            );
-        }
-        f.write_all(&buf[..n * block_size]).expect("write");
-        b += n as u64;
-    }
-    f.sync_all().expect("fsync");
-}
 
 /// The conformance harness over any runtime's environment.
 struct EnvFiles<'a, E: Env> {
@@ -58,23 +29,17 @@ impl<E: Env> Harness for EnvFiles<'_, E> {
     }
 
     fn stamped_file(&self, nblocks: u64, block_size: usize) -> (E::File, u64) {
-        let n = fresh();
-        let path = std::env::temp_dir().join(format!(
-            "pagestream-rt-{}-{}-{n}.dat",
-            std::process::id(),
-            self.env.runtime()
-        ));
-        let seed = 0x0077_0000_0000 ^ n ^ (u64::from(std::process::id()) << 40);
-        write_stamped(&path, seed, nblocks, block_size);
+        let stamped = StampedFile::new(&self.env.runtime().to_string(), nblocks, block_size);
         let opts = FileOptions {
             direct: self.direct,
             block_size,
         };
         let file = self
             .env
-            .open_blocking(&path, opts)
+            .open_blocking(stamped.path(), opts)
             .expect("open stamped file");
-        std::fs::remove_file(&path).expect("unlink temp file");
+        let seed = stamped.seed();
+        stamped.remove();
         self.keep.borrow_mut().push(file.clone());
         (file, seed)
     }

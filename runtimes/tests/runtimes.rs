@@ -3,21 +3,11 @@
 //! files with a clear error, and every runtime reads the same pages.
 
 use futures::StreamExt;
-use pagestream::testing::stamp;
+use pagestream::testing::{stamp, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, ReadStream};
 use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
 use std::io;
-use std::path::{Path, PathBuf};
-
-fn stamped_file(tag: &str, nblocks: u64, seed: u64) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("pagestream-rt-{}-{tag}.dat", std::process::id()));
-    let mut buf = vec![0u8; nblocks as usize * 8192];
-    for (b, page) in buf.chunks_mut(8192).enumerate() {
-        stamp::fill(seed, b as u64, page);
-    }
-    std::fs::write(&path, &buf).expect("write stamped file");
-    path
-}
+use std::path::Path;
 
 /// Scans every block; returns (pages, sum of the blocks' stamp check
 /// results, thread name it ran on).
@@ -61,12 +51,13 @@ impl Workload for Scan<'_> {
 
 #[test]
 fn every_runtime_reads_every_page_on_its_own_thread() {
-    let path = stamped_file("scan", 100, 42);
+    let tmp = StampedFile::with_seed("scan", 42, 100, 8192);
+    let path = tmp.path();
     for rt in Runtime::ALL {
         for direct in [false, true] {
             let r = rt
                 .run(Scan {
-                    path: &path,
+                    path,
                     seed: 42,
                     direct,
                 })
@@ -82,7 +73,7 @@ fn every_runtime_reads_every_page_on_its_own_thread() {
             assert_eq!(thread, format!("pagestream-{rt}"));
         }
     }
-    std::fs::remove_file(&path).unwrap();
+    tmp.remove();
 }
 
 struct Panics;

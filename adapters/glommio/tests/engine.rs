@@ -2,11 +2,9 @@
 //! when the issuing stream is dropped or not polled, block sizes are checked
 //! against the file's O_DIRECT alignment at open, and the copy is counted.
 
-mod common;
-
-use common::{fresh_seed, temp_path, write_stamped};
 use futures::StreamExt;
-use pagestream::testing::stamp;
+use pagestream::testing::files::temp_path;
+use pagestream::testing::{stamp, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, ReadStream};
 use pagestream_glommio::{cancel_reads_in_flight, make_executor, GlommioEngine, GlommioFile};
 use std::future::Future;
@@ -30,11 +28,10 @@ fn abandoned_stream_does_not_block_another() {
     ex.run(async {
         for drop_a in [true, false] {
             let n = 256;
-            let path = temp_path("abandoned");
-            let seed = fresh_seed();
-            write_stamped(&path, seed, n, BS);
-            let file = GlommioFile::open(&path, BS).await.expect("open");
-            std::fs::remove_file(&path).expect("unlink");
+            let tmp = StampedFile::new("abandoned", n, BS);
+            let (path, seed) = (tmp.path(), tmp.seed());
+            let file = GlommioFile::open(path, BS).await.expect("open");
+            tmp.remove();
             let pool = BufferPool::new(512, BS).expect("pool");
             let engine = GlommioEngine::new();
             let what = format!("drop_a={drop_a}");
@@ -91,18 +88,18 @@ fn abandoned_stream_does_not_block_another() {
 /// InvalidInput naming the block size; a good one is accepted.
 #[test]
 fn block_size_checked_at_open() {
-    let path = temp_path("align");
-    write_stamped(&path, 1, 4, 4096);
+    let tmp = StampedFile::with_seed("align", 1, 4, 4096);
+    let path = tmp.path();
     let ex = make_executor().expect("executor");
     ex.run(async {
         for bad in [256usize, 1000, 6144] {
-            let e = GlommioFile::open(&path, bad)
+            let e = GlommioFile::open(path, bad)
                 .await
                 .expect_err("bad block size");
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
             assert!(e.to_string().contains(&format!("block size {bad}")), "{e}");
         }
-        let f = GlommioFile::open(&path, 4096)
+        let f = GlommioFile::open(path, 4096)
             .await
             .expect("4096 works here");
         let align = f.alignment();
@@ -110,7 +107,7 @@ fn block_size_checked_at_open() {
         assert!(!f.kernel_readahead());
         assert_eq!(f.byte_len().expect("len"), 4 * 4096);
         if align > 512 {
-            let e = GlommioFile::open(&path, 512)
+            let e = GlommioFile::open(path, 512)
                 .await
                 .expect_err("below alignment");
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
@@ -122,7 +119,7 @@ fn block_size_checked_at_open() {
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
         assert!(f.close().await.expect("close"));
     });
-    std::fs::remove_file(&path).expect("unlink");
+    tmp.remove();
 }
 
 /// The executor's run ends while reads are in flight. glommio would leak
@@ -133,14 +130,13 @@ fn block_size_checked_at_open() {
 #[test]
 fn executor_shutdown_with_reads_in_flight() {
     let n = 2048;
-    let path = temp_path("shutdown");
-    let seed = fresh_seed();
-    write_stamped(&path, seed, n, BS);
+    let tmp = StampedFile::new("shutdown", n, BS);
+    let (path, seed) = (tmp.path(), tmp.seed());
     let pool = BufferPool::new(1024, BS).expect("pool");
     let started = {
         let ex = make_executor().expect("executor");
         let reading = ex.run(async {
-            let file = GlommioFile::open(&path, BS).await.expect("open");
+            let file = GlommioFile::open(path, BS).await.expect("open");
             let mut a = ReadStream::builder(&pool, GlommioEngine::new(), file)
                 .max_ios(16)
                 .io_combine_limit(32)
@@ -164,7 +160,7 @@ fn executor_shutdown_with_reads_in_flight() {
     assert_eq!((ps.pinned, ps.reading), (0, 0), "after shutdown: {ps}");
     let ex = make_executor().expect("executor");
     ex.run(async {
-        let file = GlommioFile::open(&path, BS).await.expect("open");
+        let file = GlommioFile::open(path, BS).await.expect("open");
         let mut s = ReadStream::builder(&pool, GlommioEngine::new(), file.clone())
             .build(source::forward(0..n))
             .expect("build");
@@ -178,5 +174,5 @@ fn executor_shutdown_with_reads_in_flight() {
         s.close().await;
         file.close().await.expect("close");
     });
-    std::fs::remove_file(&path).expect("unlink");
+    tmp.remove();
 }

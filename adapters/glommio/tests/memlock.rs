@@ -7,11 +7,8 @@
 //! unprivileged uid 65534. The parent checks the child's exit status and
 //! output.
 
-mod common;
-
-use common::{fresh_seed, temp_path, write_stamped};
 use futures::StreamExt;
-use pagestream::testing::stamp;
+use pagestream::testing::{stamp, StampedFile};
 use pagestream::{source, BufferPool, ReadStream};
 use pagestream_glommio::{fit_io_memory, make_executor, GlommioEngine, GlommioFile};
 use std::process::Command;
@@ -157,15 +154,14 @@ fn low_memlock_gets_fitting_io_memory() {
         });
         return;
     }
-    let path = temp_path("memlock");
-    let seed = fresh_seed();
-    write_stamped(&path, seed, 128, 8192);
+    let tmp = StampedFile::new("memlock", 128, 8192);
+    let (path, seed) = (tmp.path(), tmp.seed());
     let text = run_child(
         "low_memlock_gets_fitting_io_memory",
         "low",
         &[(FILE, path.display().to_string()), (SEED, seed.to_string())],
     );
-    std::fs::remove_file(&path).expect("unlink");
+    tmp.remove();
     assert!(text.contains("CHILD read 128 pages"), "{text}");
     eprintln!("{text}");
 }

@@ -3,32 +3,20 @@
 
 mod common;
 
-use common::{evict, temp_path, write_stamped};
+use common::evict;
 use futures::executor::block_on;
 use futures::StreamExt;
-use pagestream::testing::stamp;
+use pagestream::testing::files::temp_path;
+use pagestream::testing::{stamp, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream, StreamStats};
 use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::io::{self, Read};
-use std::path::PathBuf;
 
 const BS: usize = 8192;
 
-/// A stamped file that deletes itself.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn stamped(tag: &str, seed: u64, nblocks: u64) -> TempFile {
-        let p = temp_path(tag);
-        write_stamped(&p, seed, nblocks, BS);
-        TempFile(p)
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// A stamped file of `BS` blocks, removed on drop.
+fn stamped(tag: &str, seed: u64, nblocks: u64) -> StampedFile {
+    StampedFile::with_seed(tag, seed, nblocks, BS)
 }
 
 /// Scans all of `file` forward, verifying every page; returns the stats.
@@ -55,18 +43,18 @@ fn scan_verify(engine: &ThreadPoolEngine, file: ThreadPoolFile, seed: u64, n: u6
 
 #[test]
 fn misaligned_direct_block_size_is_a_clear_error() {
-    let f = TempFile::stamped("align", 1, 8);
+    let f = stamped("align", 1, 8);
     for bad in [1000, 3 * 512, 0, 256] {
-        let e = ThreadPoolFile::open_direct(&f.0, bad).expect_err("bad block size accepted");
+        let e = ThreadPoolFile::open_direct(f.path(), bad).expect_err("bad block size accepted");
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
         assert!(e.to_string().contains(&bad.to_string()), "{e}");
     }
-    let ok = ThreadPoolFile::open_direct(&f.0, BS).expect("8 KiB O_DIRECT");
+    let ok = ThreadPoolFile::open_direct(f.path(), BS).expect("8 KiB O_DIRECT");
     let align = ok.alignment();
     assert!(align >= 512 && align.is_power_of_two(), "alignment {align}");
     if align > 512 {
         // A power of two below the file system's alignment.
-        let e = ThreadPoolFile::open_direct(&f.0, align / 2).expect_err("accepted");
+        let e = ThreadPoolFile::open_direct(f.path(), align / 2).expect_err("accepted");
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         assert!(e.to_string().contains(&align.to_string()), "{e}");
     }
@@ -75,8 +63,8 @@ fn misaligned_direct_block_size_is_a_clear_error() {
 #[test]
 fn direct_read_with_misaligned_block_size_fails_cleanly() {
     // Opened without a block size, the check happens at the first read.
-    let f = TempFile::stamped("align-read", 2, 64);
-    let file = ThreadPoolFile::open_with(&f.0, OpenOptions::new().direct(true)).unwrap();
+    let f = stamped("align-read", 2, 64);
+    let file = ThreadPoolFile::open_with(f.path(), OpenOptions::new().direct(true)).unwrap();
     let align = file.alignment();
     if align <= 512 {
         eprintln!("O_DIRECT alignment is {align}: every pool block size is aligned; skipped");
@@ -94,16 +82,16 @@ fn direct_read_with_misaligned_block_size_fails_cleanly() {
 #[test]
 fn nowait_serves_warm_files_inline() {
     let n = 512;
-    let f = TempFile::stamped("warm", 3, n);
+    let f = stamped("warm", 3, n);
     // Warm: read it all once.
     let mut buf = Vec::new();
-    std::fs::File::open(&f.0)
+    std::fs::File::open(f.path())
         .unwrap()
         .read_to_end(&mut buf)
         .unwrap();
     assert_eq!(buf.len(), n as usize * BS);
     let engine = ThreadPoolEngine::new();
-    let st = scan_verify(&engine, ThreadPoolFile::open(&f.0).unwrap(), 3, n);
+    let st = scan_verify(&engine, ThreadPoolFile::open(f.path()).unwrap(), 3, n);
     let es = engine.stats();
     assert!(es.nowait_full > 0, "no inline reads: {es:?}");
     assert_eq!(es.thread_preads, 0, "warm reads went to threads: {es:?}");
@@ -114,8 +102,8 @@ fn nowait_serves_warm_files_inline() {
 #[test]
 fn cold_reads_go_to_threads_and_are_correct() {
     let n = 512;
-    let f = TempFile::stamped("cold", 4, n);
-    let file = ThreadPoolFile::open(&f.0).unwrap();
+    let f = stamped("cold", 4, n);
+    let file = ThreadPoolFile::open(f.path()).unwrap();
     evict(file.as_file());
     let engine = ThreadPoolEngine::new();
     let st = scan_verify(&engine, file, 4, n);
@@ -130,10 +118,10 @@ fn cold_reads_go_to_threads_and_are_correct() {
 #[test]
 fn nowait_off_reads_on_threads() {
     let n = 256;
-    let f = TempFile::stamped("nowait-off", 5, n);
+    let f = stamped("nowait-off", 5, n);
     let engine = ThreadPoolEngine::builder().nowait(false).threads(2).build();
     assert!(!engine.nowait());
-    let st = scan_verify(&engine, ThreadPoolFile::open(&f.0).unwrap(), 5, n);
+    let st = scan_verify(&engine, ThreadPoolFile::open(f.path()).unwrap(), 5, n);
     let es = engine.stats();
     assert_eq!(
         es.nowait_full + es.nowait_partial + es.nowait_would_block,
@@ -146,9 +134,9 @@ fn nowait_off_reads_on_threads() {
 #[test]
 fn direct_cold_scan_is_correct() {
     let n = 512;
-    let f = TempFile::stamped("direct", 6, n);
+    let f = stamped("direct", 6, n);
     let engine = ThreadPoolEngine::new();
-    let file = ThreadPoolFile::open_direct(&f.0, BS).unwrap();
+    let file = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
     assert!(!engine.advice_useful(&file));
     let st = scan_verify(&engine, file, 6, n);
     assert_eq!(
@@ -163,8 +151,8 @@ fn direct_cold_scan_is_correct() {
 #[test]
 fn truncated_file_gives_eof_errors_not_panics() {
     let n = 64;
-    let f = TempFile::stamped("trunc", 7, n);
-    let file = ThreadPoolFile::open(&f.0).unwrap();
+    let f = stamped("trunc", 7, n);
+    let file = ThreadPoolFile::open(f.path()).unwrap();
     let pool = BufferPool::new(256, BS).unwrap();
     let mut s = ReadStream::builder(&pool, ThreadPoolEngine::new(), file)
         .build(source::forward(0..n))
@@ -172,7 +160,7 @@ fn truncated_file_gives_eof_errors_not_panics() {
     // Shrink the file after the stream asked its length.
     std::fs::OpenOptions::new()
         .write(true)
-        .open(&f.0)
+        .open(f.path())
         .unwrap()
         .set_len(10 * BS as u64)
         .unwrap();
@@ -198,10 +186,11 @@ fn truncated_file_gives_eof_errors_not_panics() {
 
 #[test]
 fn file_properties() {
-    let f = TempFile::stamped("props", 8, 16);
-    let a = ThreadPoolFile::open(&f.0).unwrap();
-    let b = ThreadPoolFile::open_with(&f.0, OpenOptions::new().advice(FileAdvice::Random)).unwrap();
-    let d = ThreadPoolFile::open_direct(&f.0, BS).unwrap();
+    let f = stamped("props", 8, 16);
+    let a = ThreadPoolFile::open(f.path()).unwrap();
+    let b =
+        ThreadPoolFile::open_with(f.path(), OpenOptions::new().advice(FileAdvice::Random)).unwrap();
+    let d = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
     assert_eq!(a.id(), b.id(), "same inode, same id");
     assert_eq!(a.id(), d.id());
     assert_eq!(a.byte_len().unwrap(), 16 * BS as u64);
@@ -215,8 +204,8 @@ fn file_properties() {
     assert!(engine.advice_useful(&a) && engine.advice_useful(&b));
     assert!(!engine.advice_useful(&d));
     assert_eq!(engine.name(), "threadpool");
-    let other = TempFile::stamped("props2", 9, 1);
-    assert_ne!(ThreadPoolFile::open(&other.0).unwrap().id(), a.id());
+    let other = stamped("props2", 9, 1);
+    assert_ne!(ThreadPoolFile::open(other.path()).unwrap().id(), a.id());
     let missing = ThreadPoolFile::open(temp_path("missing")).unwrap_err();
     assert_eq!(missing.kind(), io::ErrorKind::NotFound);
 }
@@ -257,14 +246,14 @@ impl IoEngine for Panicky {
 #[test]
 fn a_panic_on_an_io_thread_cancels_the_read_and_keeps_the_thread() {
     let n = 128;
-    let f = TempFile::stamped("panic", 10, n);
+    let f = stamped("panic", 10, n);
     // One thread, every read on it: if the panic killed it, nothing after
     // would complete.
     let inner = ThreadPoolEngine::builder().threads(1).nowait(false).build();
     let once = std::sync::Arc::new(PanicOnce(std::sync::atomic::AtomicBool::new(false)));
     let engine = Panicky(inner.clone(), once.clone());
     let pool = BufferPool::new(256, BS).unwrap();
-    let file = ThreadPoolFile::open(&f.0).unwrap();
+    let file = ThreadPoolFile::open(f.path()).unwrap();
     let mut s = ReadStream::builder(&pool, engine, file)
         .build(source::forward(0..n))
         .unwrap();
@@ -290,9 +279,9 @@ fn a_panic_on_an_io_thread_cancels_the_read_and_keeps_the_thread() {
 #[test]
 fn random_advice_file_gets_willneed_advice_and_reads_correctly() {
     let n = 256;
-    let f = TempFile::stamped("fadv-random", 11, n);
+    let f = stamped("fadv-random", 11, n);
     let file =
-        ThreadPoolFile::open_with(&f.0, OpenOptions::new().advice(FileAdvice::Random)).unwrap();
+        ThreadPoolFile::open_with(f.path(), OpenOptions::new().advice(FileAdvice::Random)).unwrap();
     evict(file.as_file());
     assert_eq!(file.advice(), FileAdvice::Random);
     let engine = ThreadPoolEngine::new();

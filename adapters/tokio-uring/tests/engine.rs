@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::{engine_or_skip, stamped, temp_path, write_stamped};
+use common::{engine_or_skip, stamped};
 use futures::StreamExt;
-use pagestream::testing::stamp;
+use pagestream::testing::{stamp, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
 use pagestream_tokio_uring::{try_start, TokioUringFile};
 use std::future::Future;
@@ -192,19 +192,19 @@ fn read_outside_runtime_fails_cleanly() {
 /// open with InvalidInput naming the block size; a good one is accepted.
 #[test]
 fn direct_alignment_checked_at_open() {
-    let path = temp_path("align");
-    write_stamped(&path, 1, 4, 4096);
+    let tmp = StampedFile::with_seed("align", 1, 4, 4096);
+    let path = tmp.path();
     for bad in [256usize, 1000, 6144] {
-        let e = TokioUringFile::open_direct(&path, bad).expect_err("bad block size");
+        let e = TokioUringFile::open_direct(path, bad).expect_err("bad block size");
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
         assert!(e.to_string().contains(&format!("block size {bad}")), "{e}");
     }
-    let f = TokioUringFile::open_direct(&path, 4096).expect("4096 works on this machine");
+    let f = TokioUringFile::open_direct(path, 4096).expect("4096 works on this machine");
     assert!(f.is_direct() && !f.kernel_readahead());
     let align = f.alignment();
     assert!(align >= 512 && 4096 % align == 0, "alignment {align}");
     if align > 512 {
-        let e = TokioUringFile::open_direct(&path, 512).expect_err("below the alignment");
+        let e = TokioUringFile::open_direct(path, 512).expect_err("below the alignment");
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         let msg = e.to_string();
         assert!(
@@ -212,9 +212,9 @@ fn direct_alignment_checked_at_open() {
             "{msg}"
         );
     }
-    let b = TokioUringFile::open(&path).expect("buffered");
+    let b = TokioUringFile::open(path).expect("buffered");
     assert!(!b.is_direct() && b.kernel_readahead() && b.alignment() == 1);
     assert_eq!(b.byte_len().expect("len"), 4 * 4096);
     assert_eq!(b.id(), f.id(), "same file, same id");
-    std::fs::remove_file(&path).expect("unlink");
+    std::fs::remove_file(path).expect("unlink");
 }

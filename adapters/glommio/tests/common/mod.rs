@@ -7,52 +7,15 @@
 use glommio::io::{DmaFile, OwnedDmaFile};
 use glommio::{LocalExecutorBuilder, Placement};
 use pagestream::testing::conformance::Harness;
-use pagestream::testing::stamp;
+use pagestream::testing::StampedFile;
 use pagestream::{EngineFile, FileId, IoEngine, ReadRequest};
 use pagestream_glommio::{GlommioEngine, GlommioFile, GLOMMIO_MIN_IO_MEMORY};
-use std::io::{self, Write};
+use std::io;
 use std::mem::ManuallyDrop;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::thread::{self, ThreadId};
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh path in the temp dir, unique to this process and call.
-pub fn temp_path(tag: &str) -> PathBuf {
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!(
-        "pagestream-glommio-{}-{tag}-{n}.dat",
-        std::process::id()
-    ))
-}
-
-/// A seed no other file of this process uses.
-pub fn fresh_seed() -> u64 {
-    0x0091_0000_0000 ^ SEQ.fetch_add(1, Ordering::Relaxed) ^ (u64::from(std::process::id()) << 40)
-}
-
-/// Writes `nblocks` stamped blocks of `block_size` to `path` and fsyncs.
-pub fn write_stamped(path: &PathBuf, seed: u64, nblocks: u64, block_size: usize) {
-    let mut f = std::fs::File::create(path).expect("create temp file");
-    let mut buf = vec![0u8; block_size * 64];
-    let mut b = 0;
-    while b < nblocks {
-        let n = (nblocks - b).min(64) as usize;
-        for i in 0..n {
-            stamp::fill(
-                seed,
-                b + i as u64,
-                &mut buf[i * block_size..(i + 1) * block_size],
-            );
-        }
-        f.write_all(&buf[..n * block_size]).expect("write");
-        b += n as u64;
-    }
-    f.sync_all().expect("fsync");
-}
 
 /// A `!Send` value made `Send` by checking, at every use, that it is used on
 /// the thread that made it (the `send_wrapper` pattern). Needed because the
@@ -218,11 +181,13 @@ impl Harness for DmaFiles {
     }
 
     fn stamped_file(&self, nblocks: u64, block_size: usize) -> (Local<GlommioFile>, u64) {
-        let path = temp_path(self.name);
-        let seed = fresh_seed();
-        write_stamped(&path, seed, nblocks, block_size);
-        let dma = self.opener.open(path.clone()).expect("open DMA file");
-        std::fs::remove_file(&path).expect("unlink temp file");
+        let stamped = StampedFile::new(self.name, nblocks, block_size);
+        let seed = stamped.seed();
+        let dma = self
+            .opener
+            .open(stamped.path().to_path_buf())
+            .expect("open DMA file");
+        stamped.remove();
         let file = Local::new(GlommioFile::from_dma(dma, block_size).expect("adopt DMA file"));
         self.keep.lock().unwrap().push(file.clone());
         (file, seed)

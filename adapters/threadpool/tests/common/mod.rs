@@ -1,45 +1,12 @@
-//! Shared by the integration tests: stamped files on disk.
+//! Shared by the integration tests: page-cache eviction and the
+//! conformance harness over stamped files on disk.
 
 #![allow(dead_code)]
 
 use pagestream::testing::conformance::Harness;
-use pagestream::testing::stamp;
+use pagestream::testing::StampedFile;
 use pagestream_threadpool::{OpenOptions, ThreadPoolEngine, ThreadPoolFile};
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh path in the temp dir, unique to this process and call.
-pub fn temp_path(tag: &str) -> PathBuf {
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!(
-        "pagestream-tp-{}-{tag}-{n}.dat",
-        std::process::id()
-    ))
-}
-
-/// Writes `nblocks` stamped blocks of `block_size` to `path` and fsyncs.
-pub fn write_stamped(path: &PathBuf, seed: u64, nblocks: u64, block_size: usize) {
-    let mut f = std::fs::File::create(path).expect("create temp file");
-    let mut buf = vec![0u8; block_size * 64];
-    let mut b = 0;
-    while b < nblocks {
-        let n = (nblocks - b).min(64) as usize;
-        for i in 0..n {
-            stamp::fill(
-                seed,
-                b + i as u64,
-                &mut buf[i * block_size..(i + 1) * block_size],
-            );
-        }
-        f.write_all(&buf[..n * block_size]).expect("write");
-        b += n as u64;
-    }
-    f.sync_all().expect("fsync");
-}
 
 /// Drops `path`'s pages from the OS page cache.
 pub fn evict(file: &std::fs::File) {
@@ -80,18 +47,15 @@ impl Harness for RealFiles {
     }
 
     fn stamped_file(&self, nblocks: u64, block_size: usize) -> (ThreadPoolFile, u64) {
-        let path = temp_path(self.name);
-        let seed = 0x5EED_0000
-            ^ SEQ.fetch_add(1, Ordering::Relaxed)
-            ^ (u64::from(std::process::id()) << 32);
-        write_stamped(&path, seed, nblocks, block_size);
+        let stamped = StampedFile::new(self.name, nblocks, block_size);
         let opts = if self.direct {
             OpenOptions::new().direct(true).block_size(block_size)
         } else {
             OpenOptions::new()
         };
-        let file = ThreadPoolFile::open_with(&path, opts).expect("open stamped file");
-        std::fs::remove_file(&path).expect("unlink temp file");
+        let file = ThreadPoolFile::open_with(stamped.path(), opts).expect("open stamped file");
+        let seed = stamped.seed();
+        stamped.remove();
         self.keep.lock().unwrap().push(file.clone());
         (file, seed)
     }

@@ -1,0 +1,141 @@
+//! Stamped files on disk, for the integration tests of engines that read
+//! real files.
+//!
+//! Runtime-free and std-only: this writes and removes files; opening them is
+//! left to each engine's tests (buffered, `O_DIRECT`, through an executor).
+//!
+//! ```
+//! use pagestream::testing::files::StampedFile;
+//! use pagestream::testing::stamp;
+//!
+//! let f = StampedFile::new("doc", 4, 4096);
+//! let bytes = std::fs::read(f.path()).unwrap();
+//! assert_eq!(bytes.len(), 4 * 4096);
+//! assert!(stamp::check(f.seed(), 3, &bytes[3 * 4096..]));
+//! // Dropping `f` removes the file.
+//! ```
+
+use super::stamp;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Blocks stamped and written per `write_all`.
+const CHUNK_BLOCKS: u64 = 64;
+
+/// A fresh path in the temp dir, unique to this process and call; `tag`
+/// goes into the file name to tell tests' files apart. Nothing is created.
+pub fn temp_path(tag: &str) -> PathBuf {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("pagestream-{}-{tag}-{n}.dat", std::process::id()))
+}
+
+/// A seed no other call in this process returns (so no two files of a
+/// process hold the same pages).
+pub fn fresh_seed() -> u64 {
+    0x5EED_0000_0000 ^ SEQ.fetch_add(1, Ordering::Relaxed) ^ (u64::from(std::process::id()) << 40)
+}
+
+/// Writes `nblocks` blocks of `block_size`, stamped with `seed` (see
+/// [`stamp::fill`]), to a new file at `path` (truncating any old one), and
+/// fsyncs it. Panics on any I/O error.
+pub fn write_stamped(path: &Path, seed: u64, nblocks: u64, block_size: usize) {
+    let mut f = std::fs::File::create(path).expect("create temp file");
+    let mut buf = vec![0u8; block_size * CHUNK_BLOCKS as usize];
+    let mut b = 0;
+    while b < nblocks {
+        let n = (nblocks - b).min(CHUNK_BLOCKS) as usize;
+        for (i, block) in buf[..n * block_size]
+            .chunks_exact_mut(block_size)
+            .enumerate()
+        {
+            stamp::fill(seed, b + i as u64, block);
+        }
+        f.write_all(&buf[..n * block_size]).expect("write");
+        b += n as u64;
+    }
+    f.sync_all().expect("fsync");
+}
+
+/// A temp file of stamped blocks that removes itself when dropped.
+///
+/// Engines' harnesses typically open it, then drop it (the open file
+/// outlives its name); plain tests keep it for the test's length.
+#[derive(Debug)]
+pub struct StampedFile {
+    path: PathBuf,
+    seed: u64,
+}
+
+impl StampedFile {
+    /// `nblocks` blocks of `block_size` stamped with a [`fresh_seed`], at a
+    /// [`temp_path`] named with `tag`.
+    pub fn new(tag: &str, nblocks: u64, block_size: usize) -> StampedFile {
+        StampedFile::with_seed(tag, fresh_seed(), nblocks, block_size)
+    }
+
+    /// As [`new`](Self::new), stamped with `seed`.
+    pub fn with_seed(tag: &str, seed: u64, nblocks: u64, block_size: usize) -> StampedFile {
+        let path = temp_path(tag);
+        write_stamped(&path, seed, nblocks, block_size);
+        StampedFile { path, seed }
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The seed its blocks are stamped with.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Removes the file now, panicking if that fails (dropping ignores
+    /// errors).
+    pub fn remove(self) {
+        std::fs::remove_file(&self.path).expect("unlink temp file");
+        // Already gone: skip `Drop`.
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for StampedFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamped_file_round_trip_and_cleanup() {
+        // Not a multiple of the chunk, so the last write is short.
+        let n = CHUNK_BLOCKS + 3;
+        let f = StampedFile::with_seed("files-test", 42, n, 512);
+        assert_eq!(f.seed(), 42);
+        let bytes = std::fs::read(f.path()).unwrap();
+        assert_eq!(bytes.len() as u64, n * 512);
+        for (b, block) in bytes.chunks_exact(512).enumerate() {
+            assert!(stamp::check(42, b as u64, block), "block {b}");
+        }
+        let path = f.path().to_path_buf();
+        drop(f);
+        assert!(!path.exists());
+
+        let g = StampedFile::new("files-test", 1, 512);
+        let path = g.path().to_path_buf();
+        g.remove();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn paths_and_seeds_are_fresh() {
+        assert_ne!(temp_path("x"), temp_path("x"));
+        assert_ne!(fresh_seed(), fresh_seed());
+    }
+}
