@@ -124,6 +124,77 @@ impl Args {
     }
 }
 
+/// Parses a block size: a [`parse_size`] that fits in `usize` (whether it
+/// is a power of two in range is [`check_block_size`]'s business).
+pub fn parse_block_size(s: &str) -> Result<usize, String> {
+    let v = parse_size(s)?;
+    usize::try_from(v).map_err(|_| format!("{s:?} is too large"))
+}
+
+/// Parses `--ring`: `auto` (`None`), `off` (`Some(0)`) or a positive size.
+pub fn parse_ring(s: &str) -> Result<Option<usize>, String> {
+    match s {
+        "auto" => Ok(None),
+        "off" => Ok(Some(0)),
+        _ => {
+            let v = parse_size(s)?;
+            match usize::try_from(v) {
+                Ok(0) | Err(_) => Err(format!("{s:?}: expected a size, auto or off")),
+                Ok(v) => Ok(Some(v)),
+            }
+        }
+    }
+}
+
+/// Parses `on` or `off`.
+pub fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{s:?}: expected on or off")),
+    }
+}
+
+/// Checks `--block-size` (a power of two from 512 bytes to 1MiB) and
+/// `--size` (a positive multiple of the block size).
+pub fn check_block_size(block_size: usize, size: u64) -> Result<(), UsageError> {
+    if block_size < 512 || !block_size.is_power_of_two() || block_size > 1 << 20 {
+        return Err(UsageError(format!(
+            "--block-size {block_size} must be a power of two from 512 bytes to 1MiB"
+        )));
+    }
+    if size == 0 || size % block_size as u64 != 0 {
+        return Err(UsageError(format!(
+            "--size {size} must be a positive multiple of the block size {block_size}"
+        )));
+    }
+    Ok(())
+}
+
+/// The `main` of an example program: parses the command line with `parse`
+/// (`Ok(None)` asks for the usage text, printed to stdout; an error is
+/// printed with the usage text and exits with 2), then runs `run`; an error
+/// from it is printed as `program: error: …` and exits with 1.
+pub fn main<O>(
+    program: &str,
+    usage: &str,
+    parse: impl FnOnce(Args) -> Result<Option<O>, UsageError>,
+    run: impl FnOnce(O) -> std::io::Result<()>,
+) {
+    let opts = match parse(Args::from_env()) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{usage}");
+            return;
+        }
+        Err(e) => e.exit(program, usage),
+    };
+    if let Err(e) = run(opts) {
+        eprintln!("{program}: error: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// Parses a size: a number with an optional unit `B`, `K`/`KiB`, `M`/`MiB`,
 /// `G`/`GiB`, `T`/`TiB` (powers of 1024; also `KB`, `MB`, … as powers of
 /// 1024, case-insensitive), e.g. `256MiB`, `1GiB`, `4096`.

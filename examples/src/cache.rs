@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
+use std::path::Path;
 
 /// Writes back and drops `file`'s pages from the OS page cache
 /// (`fsync`, then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file).
@@ -18,6 +19,22 @@ pub fn evict(file: &File) -> io::Result<()> {
     } else {
         Err(io::Error::from_raw_os_error(r))
     }
+}
+
+/// [`evict`]s `file` (found at `path`, named in the error) and checks that
+/// at most 1% of it stays resident; returns the fraction resident.
+pub fn make_cold(file: &File, path: &Path) -> io::Result<f64> {
+    evict(file)?;
+    let resident = resident_fraction(file)?;
+    if resident > 0.01 {
+        return Err(io::Error::other(format!(
+            "cannot make {} cold: {:.1}% of it is still in the page cache after \
+             POSIX_FADV_DONTNEED (mapped or locked by another process?)",
+            path.display(),
+            resident * 100.0
+        )));
+    }
+    Ok(resident)
 }
 
 /// The fraction (0.0–1.0) of `file`'s pages resident in the OS page cache,

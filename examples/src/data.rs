@@ -1,5 +1,6 @@
 //! Stamped data files for the examples, created once and reused.
 
+use crate::args::format_size;
 use pagestream::testing::stamp;
 use std::fs::File;
 use std::io::{self, Write};
@@ -22,6 +23,50 @@ pub fn data_dir() -> PathBuf {
                 .join("pagestream-data")
         }
     }
+}
+
+/// The file a scan reads and its number of whole `block_size` blocks: the
+/// file the user named (`file`), scanned as it is and never rewritten, or
+/// if it does not exist yet, or none was named, a stamped file of `size`
+/// bytes made with [`ensure_stamped`] (by default
+/// `data_dir()/seqscan-<size>.dat`, shared by the scans). Says on stderr,
+/// as `program`, when it creates one. A file without a whole block is an
+/// error.
+pub fn scan_file(
+    program: &str,
+    file: Option<&Path>,
+    size: u64,
+    block_size: usize,
+) -> io::Result<(PathBuf, u64)> {
+    let path = match file {
+        Some(p) => p.to_path_buf(),
+        None => data_dir().join(format!("seqscan-{}.dat", format_size(size))),
+    };
+    if !path.exists() {
+        eprintln!(
+            "{program}: creating {} ({}) …",
+            path.display(),
+            format_size(size)
+        );
+    }
+    let len = if file.is_some() && path.exists() {
+        // A file the user named is scanned as it is, never rewritten.
+        std::fs::metadata(&path)?.len()
+    } else {
+        match ensure_stamped(&path, size, block_size, DEFAULT_SEED)? {
+            Ensured::Created => size,
+            Ensured::Existing => std::fs::metadata(&path)?.len(),
+        }
+    };
+    let nblocks = len / block_size as u64;
+    if nblocks == 0 {
+        return Err(io::Error::other(format!(
+            "{} holds no whole {}-byte block",
+            path.display(),
+            block_size
+        )));
+    }
+    Ok((path, nblocks))
 }
 
 /// What [`ensure_stamped`] found.

@@ -23,10 +23,13 @@
 use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::args::{format_size, parse_size, Arg, Args, UsageError};
+use pagestream_examples::args::{
+    self, check_block_size, format_size, parse_block_size, parse_on_off, parse_ring, parse_size,
+    Arg, Args, UsageError,
+};
 use pagestream_examples::cache;
 use pagestream_examples::checksum::Checksum;
-use pagestream_examples::data::{self, Ensured};
+use pagestream_examples::data;
 use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
 use pagestream_threadpool::{EngineStats, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fmt::Write as _;
@@ -197,34 +200,11 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "pairs" => o.pairs = args.number()?,
             "max-ios" => o.max_ios = args.number()?,
             "pool-frames" => o.pool_frames = args.number()?,
-            "block-size" => {
-                o.block_size = args.parsed(|s| {
-                    let v = parse_size(s)?;
-                    usize::try_from(v).map_err(|_| format!("{s:?} is too large"))
-                })?
-            }
-            "ring" => {
-                o.ring = args.parsed(|s| match s {
-                    "auto" => Ok(None),
-                    "off" => Ok(Some(0)),
-                    _ => {
-                        let v = parse_size(s)?;
-                        match usize::try_from(v) {
-                            Ok(0) | Err(_) => Err(format!("{s:?}: expected a size, auto or off")),
-                            Ok(v) => Ok(Some(v)),
-                        }
-                    }
-                })?
-            }
+            "block-size" => o.block_size = args.parsed(parse_block_size)?,
+            "ring" => o.ring = args.parsed(parse_ring)?,
             "threads" => o.threads = args.number()?,
             "retries" => o.retries = args.number()?,
-            "nowait" => {
-                o.nowait = args.parsed(|s| match s {
-                    "on" => Ok(true),
-                    "off" => Ok(false),
-                    _ => Err(format!("{s:?}: expected on or off")),
-                })?
-            }
+            "nowait" => o.nowait = args.parsed(parse_on_off)?,
             "json" => o.json = true,
             "verbose" => o.verbose = true,
             _ => return Err(args.unknown(&arg)),
@@ -243,18 +223,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     if o.pool_frames == 0 {
         return bad("--pool-frames must be at least 1".into());
     }
-    if o.block_size < 512 || !o.block_size.is_power_of_two() || o.block_size > 1 << 20 {
-        return bad(format!(
-            "--block-size {} must be a power of two from 512 bytes to 1MiB",
-            o.block_size
-        ));
-    }
-    if o.size == 0 || o.size % o.block_size as u64 != 0 {
-        return bad(format!(
-            "--size {} must be a positive multiple of the block size {}",
-            o.size, o.block_size
-        ));
-    }
+    check_block_size(o.block_size, o.size)?;
     Ok(Some(o))
 }
 
@@ -606,16 +575,7 @@ impl Ctx {
         backward_combining: bool,
         dir: Dir,
     ) -> io::Result<Run> {
-        cache::evict(&self.plain)?;
-        let resident = cache::resident_fraction(&self.plain)?;
-        if resident > 0.01 {
-            return Err(io::Error::other(format!(
-                "cannot make {} cold: {:.1}% of it is still in the page cache after \
-                 POSIX_FADV_DONTNEED (mapped or locked by another process?)",
-                self.path.display(),
-                resident * 100.0
-            )));
-        }
+        let resident = cache::make_cold(&self.plain, &self.path)?;
         let before = self.engine.stats();
         let disk_before = disk_bytes();
         let cpu_before = cpu_ticks();
@@ -844,34 +804,7 @@ fn disk_note(out: &mut String, rows: &[Row], bytes: u64) {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let path = match &o.file {
-        Some(p) => p.clone(),
-        None => data::data_dir().join(format!("seqscan-{}.dat", format_size(o.size))),
-    };
-    if !path.exists() {
-        eprintln!(
-            "backscan: creating {} ({}) …",
-            path.display(),
-            format_size(o.size)
-        );
-    }
-    let len = if o.file.is_some() && path.exists() {
-        // A file the user named is scanned as it is, never rewritten.
-        std::fs::metadata(&path)?.len()
-    } else {
-        match data::ensure_stamped(&path, o.size, o.block_size, data::DEFAULT_SEED)? {
-            Ensured::Created => o.size,
-            Ensured::Existing => std::fs::metadata(&path)?.len(),
-        }
-    };
-    let nblocks = len / o.block_size as u64;
-    if nblocks == 0 {
-        return Err(io::Error::other(format!(
-            "{} holds no whole {}-byte block",
-            path.display(),
-            o.block_size
-        )));
-    }
+    let (path, nblocks) = data::scan_file("backscan", o.file.as_deref(), o.size, o.block_size)?;
     let bytes = nblocks * o.block_size as u64;
     let engine = ThreadPoolEngine::builder()
         .threads(o.threads)
@@ -964,18 +897,7 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    let opts = match parse_args(Args::from_env()) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            println!("{USAGE}");
-            return;
-        }
-        Err(e) => e.exit("backscan", USAGE),
-    };
-    if let Err(e) = run(opts) {
-        eprintln!("backscan: error: {e}");
-        std::process::exit(1);
-    }
+    args::main("backscan", USAGE, parse_args, run);
 }
 
 #[cfg(test)]

@@ -32,10 +32,13 @@
 
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::args::{format_size, parse_size, Arg, Args, UsageError};
+use pagestream_examples::args::{
+    self, check_block_size, format_size, parse_block_size, parse_on_off, parse_ring, parse_size,
+    Arg, Args, UsageError,
+};
 use pagestream_examples::cache;
 use pagestream_examples::checksum::Checksum;
-use pagestream_examples::data::{self, Ensured};
+use pagestream_examples::data;
 use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
 use pagestream_runtimes::{EngineCounters, Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
@@ -160,36 +163,13 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "max-ios" => o.max_ios = args.number()?,
             "combine" => o.combine = args.number()?,
             "pool-frames" => o.pool_frames = Some(args.number()?),
-            "block-size" => {
-                o.block_size = args.parsed(|s| {
-                    let v = parse_size(s)?;
-                    usize::try_from(v).map_err(|_| format!("{s:?} is too large"))
-                })?
-            }
+            "block-size" => o.block_size = args.parsed(parse_block_size)?,
             "repeat" => o.repeat = args.number()?,
-            "nowait" => {
-                o.nowait = args.parsed(|s| match s {
-                    "on" => Ok(true),
-                    "off" => Ok(false),
-                    _ => Err(format!("{s:?}: expected on or off")),
-                })?
-            }
+            "nowait" => o.nowait = args.parsed(parse_on_off)?,
             "threads" => o.threads = args.number()?,
             "json" => o.json = true,
             "no-read-loop" => o.read_loop = false,
-            "ring" => {
-                o.ring = args.parsed(|s| match s {
-                    "auto" => Ok(None),
-                    "off" => Ok(Some(0)),
-                    _ => {
-                        let v = parse_size(s)?;
-                        match usize::try_from(v) {
-                            Ok(0) | Err(_) => Err(format!("{s:?}: expected a size, auto or off")),
-                            Ok(v) => Ok(Some(v)),
-                        }
-                    }
-                })?
-            }
+            "ring" => o.ring = args.parsed(parse_ring)?,
             "baseline-buffer" => {
                 o.baseline_buffer = args.parsed(|s| {
                     let v = parse_size(s)?;
@@ -221,18 +201,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     if o.pool_frames == Some(0) {
         return bad("--pool-frames must be at least 1".into());
     }
-    if o.block_size < 512 || !o.block_size.is_power_of_two() || o.block_size > 1 << 20 {
-        return bad(format!(
-            "--block-size {} must be a power of two from 512 bytes to 1MiB",
-            o.block_size
-        ));
-    }
-    if o.size == 0 || o.size % o.block_size as u64 != 0 {
-        return bad(format!(
-            "--size {} must be a positive multiple of the block size {}",
-            o.size, o.block_size
-        ));
-    }
+    check_block_size(o.block_size, o.size)?;
     if o.direct {
         if cache_given && o.modes == [Mode::Warm] {
             return bad("--cache warm means the OS page cache, which --direct bypasses".into());
@@ -381,17 +350,7 @@ impl Shared {
 
     /// Evicts the file from the page cache; returns the fraction resident.
     fn make_cold(&self) -> io::Result<f64> {
-        cache::evict(&self.plain)?;
-        let resident = cache::resident_fraction(&self.plain)?;
-        if resident > 0.01 {
-            return Err(io::Error::other(format!(
-                "cannot make {} cold: {:.1}% of it is still in the page cache after \
-                 POSIX_FADV_DONTNEED (mapped or locked by another process?)",
-                self.path.display(),
-                resident * 100.0
-            )));
-        }
-        Ok(resident)
+        cache::make_cold(&self.plain, &self.path)
     }
 
     fn make_warm(&self) -> io::Result<f64> {
@@ -718,34 +677,7 @@ fn print_row(r: &Run) {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let path = match &o.file {
-        Some(p) => p.clone(),
-        None => data::data_dir().join(format!("seqscan-{}.dat", format_size(o.size))),
-    };
-    if !path.exists() {
-        eprintln!(
-            "seqscan: creating {} ({}) …",
-            path.display(),
-            format_size(o.size)
-        );
-    }
-    let len = if o.file.is_some() && path.exists() {
-        // A file the user named is scanned as it is, never rewritten.
-        std::fs::metadata(&path)?.len()
-    } else {
-        match data::ensure_stamped(&path, o.size, o.block_size, data::DEFAULT_SEED)? {
-            Ensured::Created => o.size,
-            Ensured::Existing => std::fs::metadata(&path)?.len(),
-        }
-    };
-    let nblocks = len / o.block_size as u64;
-    if nblocks == 0 {
-        return Err(io::Error::other(format!(
-            "{} holds no whole {}-byte block",
-            path.display(),
-            o.block_size
-        )));
-    }
+    let (path, nblocks) = data::scan_file("seqscan", o.file.as_deref(), o.size, o.block_size)?;
     if o.modes.contains(&Mode::Hot) {
         if let Some(f) = o.pool_frames {
             if (f as u64) < nblocks {
@@ -913,16 +845,5 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    let opts = match parse_args(Args::from_env()) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            println!("{USAGE}");
-            return;
-        }
-        Err(e) => e.exit("seqscan", USAGE),
-    };
-    if let Err(e) = run(opts) {
-        eprintln!("seqscan: error: {e}");
-        std::process::exit(1);
-    }
+    args::main("seqscan", USAGE, parse_args, run);
 }
