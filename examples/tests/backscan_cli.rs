@@ -4,13 +4,12 @@
 //! with backward combining on and single blocks with it off. No timing is
 //! asserted.
 
-use std::process::Command;
+mod common;
+
+use common::{assert_usage_error, field, num, with_temp_file};
 
 fn backscan(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_backscan"))
-        .args(args)
-        .output()
-        .expect("run backscan")
+    common::run("backscan", env!("CARGO_BIN_EXE_backscan"), args)
 }
 
 #[test]
@@ -39,16 +38,7 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["stray"], "unexpected argument"),
     ] {
         let out = backscan(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        // The message is the first line; the usage text follows.
-        let first = err.lines().next().unwrap_or("");
-        assert!(first.starts_with("backscan: error: "), "{args:?}: {err}");
-        assert!(
-            first.contains(needle),
-            "{args:?}: {first:?} lacks {needle:?}"
-        );
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_usage_error("backscan", args, needle, &out);
         assert!(out.stdout.is_empty(), "{args:?}: printed to stdout");
     }
 }
@@ -61,42 +51,23 @@ fn help_says_the_default_size() {
     assert!(text.contains("default 256MiB"), "{text}");
 }
 
-/// The value of `"key":` in a one-line JSON object (numbers, strings, bools).
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let pat = format!("\"{key}\":");
-    let start = line
-        .find(&pat)
-        .unwrap_or_else(|| panic!("no {key} in {line}"))
-        + pat.len();
-    let rest = &line[start..];
-    let end = rest.find([',', '}']).expect("end of value");
-    rest[..end].trim_matches('"')
-}
-
-fn num(line: &str, key: &str) -> f64 {
-    field(line, key)
-        .parse()
-        .unwrap_or_else(|_| panic!("{key} is not a number in {line}"))
-}
-
 #[test]
 fn tiny_run_reports_json_per_row() {
-    let path = std::env::temp_dir().join(format!("pagestream-backscan-{}.dat", std::process::id()));
-    let p = path.to_str().expect("utf-8 temp path");
-    let out = backscan(&[
-        "--file",
-        p,
-        "--size",
-        "4MiB",
-        "--pairs",
-        "1",
-        "--combine",
-        "1,8",
-        "--json",
-        "--retries",
-        "0",
-    ]);
-    let _ = std::fs::remove_file(&path);
+    let out = with_temp_file("backscan", |p| {
+        backscan(&[
+            "--file",
+            p,
+            "--size",
+            "4MiB",
+            "--pairs",
+            "1",
+            "--combine",
+            "1,8",
+            "--json",
+            "--retries",
+            "0",
+        ])
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "backscan failed: {stderr}");
@@ -190,27 +161,25 @@ fn tiny_run_reports_json_per_row() {
 
 #[test]
 fn a_single_mode_runs_only_its_rows() {
-    let path =
-        std::env::temp_dir().join(format!("pagestream-backscan-b-{}.dat", std::process::id()));
-    let p = path.to_str().expect("utf-8 temp path");
-    let out = backscan(&[
-        "--file",
-        p,
-        "--size",
-        "1MiB",
-        "--pairs",
-        "2",
-        "--combine",
-        "16",
-        "--mode",
-        "buffered",
-        "--combining",
-        "on",
-        "--json",
-        "--retries",
-        "0",
-    ]);
-    let _ = std::fs::remove_file(&path);
+    let out = with_temp_file("backscan-b", |p| {
+        backscan(&[
+            "--file",
+            p,
+            "--size",
+            "1MiB",
+            "--pairs",
+            "2",
+            "--combine",
+            "16",
+            "--mode",
+            "buffered",
+            "--combining",
+            "on",
+            "--json",
+            "--retries",
+            "0",
+        ])
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

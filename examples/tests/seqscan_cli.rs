@@ -3,13 +3,12 @@
 //! the same checksum everywhere, a cold run that was cold and a hot run that
 //! read nothing; `--runtime all` runs on every runtime with one checksum.
 
-use std::process::Command;
+mod common;
+
+use common::{assert_usage_error, field, with_temp_file};
 
 fn seqscan(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_seqscan"))
-        .args(args)
-        .output()
-        .expect("run seqscan")
+    common::run("seqscan", env!("CARGO_BIN_EXE_seqscan"), args)
 }
 
 #[test]
@@ -38,47 +37,25 @@ fn bad_command_lines_exit_2_with_a_message() {
         ),
     ] {
         let out = seqscan(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        // The message is the first line; the usage text follows.
-        let first = err.lines().next().unwrap_or("");
-        assert!(first.starts_with("seqscan: error: "), "{args:?}: {err}");
-        assert!(
-            first.contains(needle),
-            "{args:?}: {first:?} lacks {needle:?}"
-        );
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_usage_error("seqscan", args, needle, &out);
     }
-}
-
-/// The value of `"key":` in a one-line JSON object (numbers and strings).
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let pat = format!("\"{key}\":");
-    let start = line
-        .find(&pat)
-        .unwrap_or_else(|| panic!("no {key} in {line}"))
-        + pat.len();
-    let rest = &line[start..];
-    let end = rest.find([',', '}']).expect("end of value");
-    rest[..end].trim_matches('"')
 }
 
 #[test]
 fn small_run_reports_json_per_run() {
-    let path = std::env::temp_dir().join(format!("pagestream-seqscan-{}.dat", std::process::id()));
-    let p = path.to_str().expect("utf-8 temp path");
-    let out = seqscan(&[
-        "--runtime",
-        "threadpool",
-        "--file",
-        p,
-        "--size",
-        "4MiB",
-        "--json",
-        "--repeat",
-        "2",
-    ]);
-    let _ = std::fs::remove_file(&path);
+    let out = with_temp_file("seqscan", |p| {
+        seqscan(&[
+            "--runtime",
+            "threadpool",
+            "--file",
+            p,
+            "--size",
+            "4MiB",
+            "--json",
+            "--repeat",
+            "2",
+        ])
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "seqscan failed: {stderr}");
@@ -131,23 +108,21 @@ fn small_run_reports_json_per_run() {
 
 #[test]
 fn every_runtime_runs_with_one_checksum() {
-    let path =
-        std::env::temp_dir().join(format!("pagestream-seqscan-all-{}.dat", std::process::id()));
-    let p = path.to_str().expect("utf-8 temp path");
-    let out = seqscan(&[
-        "--runtime",
-        "all",
-        "--cache",
-        "all",
-        "--file",
-        p,
-        "--size",
-        "4MiB",
-        "--json",
-        "--max-ios",
-        "4",
-    ]);
-    let _ = std::fs::remove_file(&path);
+    let out = with_temp_file("seqscan-all", |p| {
+        seqscan(&[
+            "--runtime",
+            "all",
+            "--cache",
+            "all",
+            "--file",
+            p,
+            "--size",
+            "4MiB",
+            "--json",
+            "--max-ios",
+            "4",
+        ])
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "seqscan failed: {stderr}");
