@@ -5,49 +5,10 @@
 //! runtime that cannot start fails the test.
 
 use pagestream::testing::conformance::{run_all, Harness};
-use pagestream::testing::StampedFile;
+use pagestream::testing::DiskFiles;
 use pagestream::IoEngine;
 use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
-use std::cell::RefCell;
-
-/// The conformance harness over any runtime's environment.
-struct EnvFiles<'a, E: Env> {
-    env: &'a E,
-    direct: bool,
-    name: String,
-    /// Files stay open (their inodes allocated) while the harness lives, so
-    /// no later file reuses an inode number, and with it a `FileId` whose
-    /// stale pages a pool may still hold.
-    keep: RefCell<Vec<E::File>>,
-}
-
-impl<E: Env> Harness for EnvFiles<'_, E> {
-    type Engine = E::Engine;
-
-    fn engine(&self) -> E::Engine {
-        self.env.engine()
-    }
-
-    fn stamped_file(&self, nblocks: u64, block_size: usize) -> (E::File, u64) {
-        let stamped = StampedFile::new(&self.env.runtime().to_string(), nblocks, block_size);
-        let opts = FileOptions {
-            direct: self.direct,
-            block_size,
-        };
-        let file = self
-            .env
-            .open_blocking(stamped.path(), opts)
-            .expect("open stamped file");
-        let seed = stamped.seed();
-        stamped.remove();
-        self.keep.borrow_mut().push(file.clone());
-        (file, seed)
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-}
+use std::path::Path;
 
 /// The conformance workload: the whole suite, buffered or `O_DIRECT`.
 /// Returns the runtime it ran on and the engine's name.
@@ -59,24 +20,24 @@ impl Workload for Conformance {
     type Output = (Runtime, &'static str);
 
     async fn run<E: Env>(self, env: E) -> (Runtime, &'static str) {
-        let h = EnvFiles {
-            env: &env,
-            direct: self.direct,
-            name: format!(
+        let direct = self.direct;
+        let h = DiskFiles::new(
+            env.engine(),
+            format!(
                 "{} {}",
                 env.runtime(),
-                if self.direct { "O_DIRECT" } else { "buffered" }
+                if direct { "O_DIRECT" } else { "buffered" }
             ),
-            keep: RefCell::new(Vec::new()),
-        };
+            |path: &Path, block_size| env.open_blocking(path, FileOptions { direct, block_size }),
+        );
         let before = env.engine_counters();
         run_all(&h).await;
         let did = env.engine_counters().since(&before);
-        eprintln!("{}: engine counters {did:?}", h.name);
+        eprintln!("{}: engine counters {did:?}", h.name());
         assert!(
             did.0.iter().any(|&(_, v)| v > 0),
             "{}: the engine did nothing: {did:?}",
-            h.name
+            h.name()
         );
         (env.runtime(), env.engine().name())
     }

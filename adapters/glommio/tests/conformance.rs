@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::DmaFiles;
+use common::{close_all, dma_files};
 use pagestream::testing::conformance::run_all;
 use pagestream_glommio::{make_executor, GlommioEngine};
 
@@ -12,9 +12,9 @@ fn conformance_dma() {
     let ex = make_executor().expect("glommio executor");
     ex.run(async {
         let engine = GlommioEngine::new();
-        let h = DmaFiles::new(engine.clone(), "glommio DMA");
+        let h = dma_files(engine.clone(), "glommio DMA");
         run_all(&h).await;
-        h.close_all().await;
+        close_all(h.take_files()).await;
         let st = engine.stats();
         eprintln!("engine: {st:?}, copy at {:?} GiB/s", st.copy_gib_per_s());
         assert!(st.reads > 0, "no reads went through glommio: {st:?}");

@@ -4,14 +4,14 @@
 
 mod common;
 
-use common::RealFiles;
+use common::real_files;
 use futures::executor::block_on;
 use pagestream::testing::conformance::run_all;
 use pagestream_threadpool::ThreadPoolEngine;
 
 #[test]
 fn conformance_buffered_block_on() {
-    block_on(run_all(&RealFiles::new(
+    block_on(run_all(&real_files(
         ThreadPoolEngine::new(),
         false,
         "buffered",
@@ -21,16 +21,12 @@ fn conformance_buffered_block_on() {
 #[test]
 fn conformance_buffered_no_nowait_block_on() {
     let engine = ThreadPoolEngine::builder().nowait(false).threads(3).build();
-    block_on(run_all(&RealFiles::new(
-        engine,
-        false,
-        "buffered-no-nowait",
-    )));
+    block_on(run_all(&real_files(engine, false, "buffered-no-nowait")));
 }
 
 #[test]
 fn conformance_direct_block_on() {
-    block_on(run_all(&RealFiles::new(
+    block_on(run_all(&real_files(
         ThreadPoolEngine::new(),
         true,
         "direct",
@@ -41,12 +37,12 @@ fn conformance_direct_block_on() {
 fn conformance_one_thread_block_on() {
     // One I/O thread: reads queue behind each other, caps still hold.
     let engine = ThreadPoolEngine::builder().threads(1).build();
-    block_on(run_all(&RealFiles::new(engine, true, "direct-1-thread")));
+    block_on(run_all(&real_files(engine, true, "direct-1-thread")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_buffered_tokio() {
-    let h = RealFiles::new(ThreadPoolEngine::new(), false, "buffered-tokio");
+    let h = real_files(ThreadPoolEngine::new(), false, "buffered-tokio");
     tokio::spawn(async move { run_all(&h).await })
         .await
         .expect("suite task");
@@ -54,7 +50,7 @@ async fn conformance_buffered_tokio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_direct_tokio() {
-    let h = RealFiles::new(ThreadPoolEngine::new(), true, "direct-tokio");
+    let h = real_files(ThreadPoolEngine::new(), true, "direct-tokio");
     tokio::spawn(async move { run_all(&h).await })
         .await
         .expect("suite task");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{engine_or_skip, RealFiles};
+use common::{engine_or_skip, real_files};
 use pagestream::testing::conformance::run_all;
 
 #[test]
@@ -11,7 +11,7 @@ fn conformance_buffered() {
     let Some(engine) = engine_or_skip("conformance_buffered") else {
         return;
     };
-    let h = RealFiles::new(engine.clone(), false, "tokio-uring buffered");
+    let h = real_files(engine.clone(), false, "tokio-uring buffered");
     tokio_uring::start(run_all(&h));
     let st = engine.stats();
     eprintln!("engine: {st:?}");
@@ -26,7 +26,7 @@ fn conformance_direct() {
     let Some(engine) = engine_or_skip("conformance_direct") else {
         return;
     };
-    let h = RealFiles::new(engine.clone(), true, "tokio-uring O_DIRECT");
+    let h = real_files(engine.clone(), true, "tokio-uring O_DIRECT");
     tokio_uring::start(run_all(&h));
     let st = engine.stats();
     eprintln!("engine: {st:?}");
@@ -50,7 +50,7 @@ fn conformance_direct_sqpoll() {
             return;
         }
     };
-    let h = RealFiles::new(engine.clone(), true, "tokio-uring O_DIRECT SQPOLL");
+    let h = real_files(engine.clone(), true, "tokio-uring O_DIRECT SQPOLL");
     rt.block_on(run_all(&h));
     assert!(engine.stats().reads > 0);
 }

@@ -2,7 +2,9 @@
 //! real files.
 //!
 //! Runtime-free and std-only: this writes and removes files; opening them is
-//! left to each engine's tests (buffered, `O_DIRECT`, through an executor).
+//! left to each engine's tests (buffered, `O_DIRECT`, through an executor),
+//! which pass their opening code to [`DiskFiles`], the conformance
+//! [`Harness`] over files on disk.
 //!
 //! ```
 //! use pagestream::testing::files::StampedFile;
@@ -15,10 +17,14 @@
 //! // Dropping `f` removes the file.
 //! ```
 
+use super::conformance::Harness;
 use super::stamp;
-use std::io::Write;
+use crate::IoEngine;
+use std::fmt;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -105,6 +111,79 @@ impl StampedFile {
 impl Drop for StampedFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The conformance [`Harness`] over stamped files on disk: each file is a
+/// [`StampedFile`] opened with `open(path, block_size)` (the engine's own
+/// opening code: buffered, `O_DIRECT`, on an executor…) and then unlinked.
+///
+/// Files stay open (their inodes allocated) as long as the harness lives,
+/// so no later file reuses an inode number, and with it a `FileId` whose
+/// stale pages a pool may still hold.
+pub struct DiskFiles<E: IoEngine, O> {
+    engine: E,
+    name: String,
+    open: O,
+    keep: Mutex<Vec<E::File>>,
+}
+
+impl<E, O> DiskFiles<E, O>
+where
+    E: IoEngine,
+    O: Fn(&Path, usize) -> io::Result<E::File>,
+{
+    /// A harness handing out `engine` and files opened with `open`; `name`
+    /// labels its output (and its temp files).
+    pub fn new(engine: E, name: impl Into<String>, open: O) -> Self {
+        DiskFiles {
+            engine,
+            name: name.into(),
+            open,
+            keep: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The files made so far, no longer kept by the harness (to close them
+    /// explicitly).
+    pub fn take_files(&self) -> Vec<E::File> {
+        std::mem::take(&mut *self.keep.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl<E: IoEngine, O> fmt::Debug for DiskFiles<E, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiskFiles")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E, O> Harness for DiskFiles<E, O>
+where
+    E: IoEngine<File: Clone + 'static> + Clone + 'static,
+    O: Fn(&Path, usize) -> io::Result<E::File>,
+{
+    type Engine = E;
+
+    fn engine(&self) -> E {
+        self.engine.clone()
+    }
+
+    fn stamped_file(&self, nblocks: u64, block_size: usize) -> (E::File, u64) {
+        let stamped = StampedFile::new(&self.name, nblocks, block_size);
+        let file = (self.open)(stamped.path(), block_size).expect("open stamped file");
+        let seed = stamped.seed();
+        stamped.remove();
+        self.keep
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(file.clone());
+        (file, seed)
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
     }
 }
 

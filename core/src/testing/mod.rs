@@ -10,8 +10,9 @@
 //! - [`stamp`]: deterministic page contents every test can verify byte for
 //!   byte.
 //! - [`conformance`]: the scenarios every engine's tests run.
-//! - [`files`]: stamped temp files on disk ([`StampedFile`]) for the tests
-//!   of engines that read real files; std only.
+//! - [`files`]: stamped temp files on disk ([`StampedFile`]) and the
+//!   conformance harness over them ([`DiskFiles`]), for the tests of
+//!   engines that read real files; std only.
 //!
 //! Not a stable API: it changes with the engines' needs.
 
@@ -22,7 +23,7 @@ pub mod stamp;
 mod timer;
 mod wrappers;
 
-pub use files::StampedFile;
+pub use files::{DiskFiles, StampedFile};
 pub use mem::{MemEngine, MemFile};
 pub use timer::{ThreadTimer, Timer};
 pub use wrappers::{Capped, Delayed, FaultPlan, Faulty, LatencyStats, Stall};

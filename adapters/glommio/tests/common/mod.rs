@@ -1,18 +1,17 @@
-//! Shared by the integration tests: stamped files on disk, a thread that
-//! opens DMA files for harnesses that must produce files synchronously, and
-//! the conformance harness.
+//! Shared by the integration tests: a `Send` wrapper for glommio's engine
+//! and files, a thread that opens DMA files for harnesses that must produce
+//! files synchronously, and the conformance harness.
 
 #![allow(dead_code)]
 
 use glommio::io::{DmaFile, OwnedDmaFile};
 use glommio::{LocalExecutorBuilder, Placement};
-use pagestream::testing::conformance::Harness;
-use pagestream::testing::StampedFile;
+use pagestream::testing::DiskFiles;
 use pagestream::{EngineFile, FileId, IoEngine, ReadRequest};
 use pagestream_glommio::{GlommioEngine, GlommioFile, GLOMMIO_MIN_IO_MEMORY};
 use std::io;
 use std::mem::ManuallyDrop;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::thread::{self, ThreadId};
@@ -142,58 +141,22 @@ impl Opener {
 }
 
 /// The conformance harness over real O_DIRECT files read through glommio.
-pub struct DmaFiles {
-    pub engine: Local<GlommioEngine>,
-    pub name: &'static str,
-    opener: Opener,
-    /// Files stay open (their inodes allocated) as long as the harness
-    /// lives, so no later file reuses an inode number, and with it a
-    /// `FileId` whose stale pages a pool may still hold.
-    keep: Mutex<Vec<Local<GlommioFile>>>,
+/// Must be called on the executor's thread.
+pub fn dma_files(
+    engine: GlommioEngine,
+    name: &str,
+) -> DiskFiles<Local<GlommioEngine>, impl Fn(&Path, usize) -> io::Result<Local<GlommioFile>>> {
+    let opener = Opener::start();
+    DiskFiles::new(Local::new(engine), name, move |path: &Path, block_size| {
+        let dma = opener.open(path.to_path_buf())?;
+        Ok(Local::new(GlommioFile::from_dma(dma, block_size)?))
+    })
 }
 
-impl DmaFiles {
-    /// Must be called on the executor's thread.
-    pub fn new(engine: GlommioEngine, name: &'static str) -> Self {
-        DmaFiles {
-            engine: Local::new(engine),
-            name,
-            opener: Opener::start(),
-            keep: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Closes every file the harness made (on the executor).
-    pub async fn close_all(&self) {
-        let files = std::mem::take(&mut *self.keep.lock().unwrap());
-        for f in files {
-            let f: GlommioFile = f.get().clone();
-            let _ = f.close().await;
-        }
-    }
-}
-
-impl Harness for DmaFiles {
-    type Engine = Local<GlommioEngine>;
-
-    fn engine(&self) -> Local<GlommioEngine> {
-        self.engine.clone()
-    }
-
-    fn stamped_file(&self, nblocks: u64, block_size: usize) -> (Local<GlommioFile>, u64) {
-        let stamped = StampedFile::new(self.name, nblocks, block_size);
-        let seed = stamped.seed();
-        let dma = self
-            .opener
-            .open(stamped.path().to_path_buf())
-            .expect("open DMA file");
-        stamped.remove();
-        let file = Local::new(GlommioFile::from_dma(dma, block_size).expect("adopt DMA file"));
-        self.keep.lock().unwrap().push(file.clone());
-        (file, seed)
-    }
-
-    fn name(&self) -> String {
-        self.name.into()
+/// Closes `files` (a harness's [`DiskFiles::take_files`]), on the executor.
+pub async fn close_all(files: Vec<Local<GlommioFile>>) {
+    for f in files {
+        let f: GlommioFile = f.get().clone();
+        let _ = f.close().await;
     }
 }

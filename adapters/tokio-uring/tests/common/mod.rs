@@ -3,10 +3,19 @@
 
 #![allow(dead_code)]
 
-use pagestream::testing::conformance::Harness;
-use pagestream::testing::StampedFile;
+use pagestream::testing::{DiskFiles, StampedFile};
 use pagestream_tokio_uring::{TokioUringEngine, TokioUringFile};
-use std::sync::Mutex;
+use std::io;
+use std::path::Path;
+
+/// Opens `path` buffered, or O_DIRECT for `block_size` reads.
+fn open(path: &Path, block_size: usize, direct: bool) -> io::Result<TokioUringFile> {
+    if direct {
+        TokioUringFile::open_direct(path, block_size)
+    } else {
+        TokioUringFile::open(path)
+    }
+}
 
 /// A stamped file, opened buffered or O_DIRECT, already unlinked.
 pub fn stamped(nblocks: u64, block_size: usize, direct: bool) -> (TokioUringFile, u64) {
@@ -15,12 +24,7 @@ pub fn stamped(nblocks: u64, block_size: usize, direct: bool) -> (TokioUringFile
         nblocks,
         block_size,
     );
-    let file = if direct {
-        TokioUringFile::open_direct(stamped.path(), block_size)
-    } else {
-        TokioUringFile::open(stamped.path())
-    }
-    .expect("open stamped file");
+    let file = open(stamped.path(), block_size, direct).expect("open stamped file");
     let seed = stamped.seed();
     stamped.remove();
     (file, seed)
@@ -41,41 +45,12 @@ pub fn engine_or_skip(test: &str) -> Option<TokioUringEngine> {
 }
 
 /// The conformance harness over real files, buffered or O_DIRECT.
-pub struct RealFiles {
-    pub engine: TokioUringEngine,
-    pub direct: bool,
-    pub name: &'static str,
-    /// Files stay open (their inodes allocated) as long as the harness
-    /// lives, so no later file reuses an inode number, and with it a
-    /// `FileId` whose stale pages a pool may still hold.
-    keep: Mutex<Vec<TokioUringFile>>,
-}
-
-impl RealFiles {
-    pub fn new(engine: TokioUringEngine, direct: bool, name: &'static str) -> Self {
-        RealFiles {
-            engine,
-            direct,
-            name,
-            keep: Mutex::new(Vec::new()),
-        }
-    }
-}
-
-impl Harness for RealFiles {
-    type Engine = TokioUringEngine;
-
-    fn engine(&self) -> TokioUringEngine {
-        self.engine.clone()
-    }
-
-    fn stamped_file(&self, nblocks: u64, block_size: usize) -> (TokioUringFile, u64) {
-        let (file, seed) = stamped(nblocks, block_size, self.direct);
-        self.keep.lock().unwrap().push(file.clone());
-        (file, seed)
-    }
-
-    fn name(&self) -> String {
-        self.name.into()
-    }
+pub fn real_files(
+    engine: TokioUringEngine,
+    direct: bool,
+    name: &str,
+) -> DiskFiles<TokioUringEngine, impl Fn(&Path, usize) -> io::Result<TokioUringFile>> {
+    DiskFiles::new(engine, name, move |path: &Path, block_size| {
+        open(path, block_size, direct)
+    })
 }
