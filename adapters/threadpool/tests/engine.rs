@@ -100,7 +100,7 @@ fn nowait_serves_warm_files_inline() {
 }
 
 #[test]
-fn cold_reads_go_to_threads_and_are_correct() {
+fn cold_reads_are_correct_inline_or_on_threads() {
     let n = 512;
     let f = stamped("cold", 4, n);
     let file = ThreadPoolFile::open(f.path()).unwrap();
@@ -108,10 +108,13 @@ fn cold_reads_go_to_threads_and_are_correct() {
     let engine = ThreadPoolEngine::new();
     let st = scan_verify(&engine, file, 4, n);
     let es = engine.stats();
-    assert!(
-        es.queued > 0 && es.thread_preads > 0,
-        "nothing blocked: {es:?}"
-    );
+    // Every read was either served whole by the inline RWF_NOWAIT attempt or
+    // handed to the threads. Which, on a cold file, is the kernel's call:
+    // it may start read-ahead and finish a RWF_NOWAIT read itself rather
+    // than refuse it (seen here: a fully evicted file, every read inline),
+    // so this test cannot insist that something blocked; the thread path
+    // is exercised by `nowait_off_reads_on_threads`.
+    assert_eq!(es.nowait_full + es.queued, st.reads, "{es:?} {st}");
     assert_eq!(st.blocks_read, n, "{st}");
 }
 
