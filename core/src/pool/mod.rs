@@ -563,7 +563,7 @@ impl PoolInner {
         let mut block = Vec::with_capacity(grow);
         block.push(f);
         while block.len() < grow {
-            match self.sweep() {
+            match self.sweep_counted(false) {
                 Ok(g) => {
                     self.release_claim(g);
                     block.push(g);
@@ -579,6 +579,12 @@ impl PoolInner {
     /// generation). Fails only when a full lap finds every frame pinned or
     /// being read.
     fn sweep(&self) -> Result<u32, Exhausted> {
+        self.sweep_counted(true)
+    }
+
+    /// [`sweep`](Self::sweep), counting a failure in the pool's stats only
+    /// if `count` (growing a ring past what is free is not a failure).
+    fn sweep_counted(&self, count: bool) -> Result<u32, Exhausted> {
         let n = self.nframes as u64;
         // Each frame may need MAX_USAGE passes to age out; a sweep that sees
         // only pinned frames for a whole lap gives up.
@@ -591,7 +597,9 @@ impl PoolInner {
                 Claim::Busy => {
                     busy_run += 1;
                     if busy_run > n {
-                        self.exhausted.fetch_add(1, Ordering::Relaxed);
+                        if count {
+                            self.exhausted.fetch_add(1, Ordering::Relaxed);
+                        }
                         return Err(Exhausted);
                     }
                 }
