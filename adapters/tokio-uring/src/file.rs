@@ -108,15 +108,19 @@ impl TokioUringFile {
             Some(bs) => {
                 let (mem, off) = sys::dio_align(file.as_raw_fd())
                     .unwrap_or_else(|| (512, (md.blksize() as usize).max(512)));
-                if bs % off != 0 || FRAME_ALIGN % mem != 0 {
+                // Pool frames are aligned to min(block size, FRAME_ALIGN).
+                let frame_align = bs.min(FRAME_ALIGN);
+                if bs % off != 0 || frame_align % mem != 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidInput,
                         format!(
                             "block size {bs} does not meet the O_DIRECT alignment of {}: \
                              file offsets and lengths must be multiples of {off} bytes and \
-                             memory aligned to {mem} (pool frames are aligned to \
-                             {FRAME_ALIGN}); use a block size that is a multiple of {off}",
-                            path.display()
+                             memory aligned to {mem} (pool frames of this block size are \
+                             aligned to {frame_align}); use a block size that is a multiple \
+                             of {}",
+                            path.display(),
+                            off.max(mem)
                         ),
                     ));
                 }
