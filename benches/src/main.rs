@@ -1,0 +1,2 @@
+//! `pagestream-bench` (work in progress).
+fn main() {}
