@@ -89,6 +89,16 @@ pub trait EngineFile {
     fn kernel_readahead(&self) -> bool {
         true
     }
+
+    /// If the file is stored as consecutive pieces of this many bytes (a
+    /// PostgreSQL relation's 1 GiB segment files; see
+    /// [`Segmented`](crate::segmented::Segmented)), no read may cross a
+    /// multiple of it: the planner ends a combined read at every boundary
+    /// (look-ahead still runs across it). Must be a multiple of the block
+    /// size. `None` (the default): one piece.
+    fn segment_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The binding to one runtime's I/O.
@@ -164,6 +174,9 @@ pub struct ReadRequest {
     cached: bool,
     /// Whether this request has been finished (so `Drop` does nothing).
     finished: bool,
+    /// Bytes of the logical file before the piece this request reads from
+    /// (see [`ReadRequest::rebase`]); `offset()` is relative to it.
+    origin: u64,
     filters: Vec<std::sync::Arc<dyn ReadFilter>>,
     hooks: Vec<FinishHook>,
 }
@@ -198,6 +211,7 @@ impl ReadRequest {
             descending,
             cached: false,
             finished: false,
+            origin: 0,
             filters: Vec::new(),
             hooks: Vec::new(),
         }
@@ -218,9 +232,29 @@ impl ReadRequest {
         self.frames.len() - self.done
     }
 
-    /// File offset to read at.
+    /// File offset to read at (relative to the piece set by
+    /// [`rebase`](Self::rebase), if any).
     pub fn offset(&self) -> u64 {
-        self.first_block() * self.block_size() as u64 + self.skip as u64
+        self.first_block() * self.block_size() as u64 + self.skip as u64 - self.origin
+    }
+
+    /// Makes [`offset`](Self::offset) relative to byte `origin` of the
+    /// logical file: for wrappers that store one file as several pieces
+    /// ([`Segmented`](crate::segmented::Segmented)) and pass the request on
+    /// to the engine of the piece holding it. A short read's remainder keeps
+    /// the origin. Block numbers ([`first_block`](Self::first_block)) stay
+    /// logical.
+    ///
+    /// # Panics
+    ///
+    /// If `origin` is past the request's current offset (a wrapper bug).
+    pub fn rebase(&mut self, origin: u64) {
+        let logical = self.offset() + self.origin;
+        assert!(
+            origin <= logical,
+            "rebase to {origin} past the read's offset {logical}"
+        );
+        self.origin = origin;
     }
 
     /// Bytes to read.

@@ -49,6 +49,15 @@ pub enum BuildError {
         /// Bytes that would take.
         bytes: usize,
     },
+    /// A file stored in segments declared a segment size that is not a
+    /// positive multiple of the block size.
+    #[error("segment size {segment_bytes} bytes is not a positive multiple of the block size {block_size}")]
+    SegmentSize {
+        /// The file's segment size.
+        segment_bytes: u64,
+        /// The pool's block size.
+        block_size: usize,
+    },
     /// The engine could not tell the file's length, or open it.
     #[error("file: {source}")]
     File {

@@ -95,6 +95,7 @@ mod error;
 mod guard;
 mod plan;
 pub mod pool;
+pub mod segmented;
 pub mod source;
 mod stats;
 mod stream;

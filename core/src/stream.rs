@@ -194,6 +194,16 @@ impl<E: IoEngine> StreamBuilder<E> {
             .file
             .byte_len()
             .map_err(|source| BuildError::File { source })?;
+        let segment_blocks = match self.file.segment_bytes() {
+            None => 0,
+            Some(bytes) if bytes == 0 || bytes % pool.block_size as u64 != 0 => {
+                return Err(BuildError::SegmentSize {
+                    segment_bytes: bytes,
+                    block_size: pool.block_size,
+                })
+            }
+            Some(bytes) => bytes / pool.block_size as u64,
+        };
         let budget = (self.max_ios + 1) * self.combine;
         let cfg = PlanConfig {
             max_ios: self.max_ios.max(1),
@@ -205,6 +215,7 @@ impl<E: IoEngine> StreamBuilder<E> {
             backward_combining: self.backward_combining,
             fast_path: self.fast_path,
             full: self.full,
+            segment_blocks,
         };
         // This stream's claim on the pool: its whole pin budget (at most the
         // pool), registered once. Look-ahead may use what the other streams

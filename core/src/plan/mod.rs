@@ -154,6 +154,9 @@ pub(crate) struct PlanConfig {
     pub(crate) fast_path: bool,
     /// Start at distance `min(budget, combine)` (PostgreSQL's READ_STREAM_FULL).
     pub(crate) full: bool,
+    /// Blocks per segment of a file stored in pieces (no read crosses a
+    /// multiple of it); 0: one piece.
+    pub(crate) segment_blocks: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,14 +315,19 @@ impl<D> Planner<D> {
             Some(e) => e.block,
             None => return false,
         };
-        match self.dir {
+        let adjacent = match self.dir {
             Dir::One => {
                 b == last.wrapping_add(1)
                     || (self.cfg.backward_combining && last > 0 && b == last - 1)
             }
             Dir::Up => b == last.wrapping_add(1),
             Dir::Down => last > 0 && b == last - 1,
-        }
+        };
+        // A read never spans two segments (it would be two reads of two
+        // files), so a boundary ends the pending read.
+        adjacent
+            && (self.cfg.segment_blocks == 0
+                || b / self.cfg.segment_blocks == last / self.cfg.segment_blocks)
     }
 
     /// Looks ahead as far as distance and limits allow. PostgreSQL's

@@ -233,6 +233,7 @@ fn cfg(max_ios: usize, combine: usize, backward: bool, full: bool) -> PlanConfig
         backward_combining: backward,
         fast_path: true,
         full,
+        segment_blocks: 0,
     }
 }
 
