@@ -9,7 +9,8 @@
 //!   warm;
 //! - [`checksum`]: the per-page checksum every scan computes, so runs over
 //!   the same blocks can be compared;
-//! - [`report`]: timing rows, medians, and JSON output.
+//! - [`report`]: timing rows, medians, and JSON output;
+//! - [`heap`]: PostgreSQL heap pages, parsed and checked, for `pgcount`.
 
 #![warn(
     missing_docs,
@@ -23,4 +24,5 @@ pub mod args;
 pub mod cache;
 pub mod checksum;
 pub mod data;
+pub mod heap;
 pub mod report;
