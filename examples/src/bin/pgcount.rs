@@ -1,0 +1,724 @@
+//! `pgcount`: `select count(*), sum(first column)` over a PostgreSQL heap
+//! relation's files, read through one pagestream [`ReadStream`] that spans
+//! every segment file (`PATH`, `PATH.1`, `PATH.2`, …), with the page format
+//! parsed and checked by [`pagestream_examples::heap`].
+//!
+//! ```text
+//! cargo run --release --bin pgcount -- PATH [--runtime NAME|all] [--cache none|cold|warm|hot|all] [--json] …
+//! ```
+//!
+//! The segments are one file to the stream
+//! ([`pagestream::segmented::Segmented`]): look-ahead runs across a segment
+//! boundary, no read does. What is counted, and what that assumes (no
+//! transaction in progress, the table vacuumed, the server stopped or the
+//! table checkpointed), is in the `heap` module's docs. A file that is not
+//! a heap relation of 8 KiB pages is an error naming the file and block, and
+//! exit code 1.
+//!
+//! Cache modes as in `seqscan`: `cold` evicts every segment from the OS page
+//! cache first, `warm` reads them into it first, `hot` fills a pool holding
+//! the whole relation with one scan and times a second, which must read
+//! nothing; `none` (the default) scans the files as they are.
+
+use futures::StreamExt;
+use pagestream::segmented::{segment_paths, Segmented, SegmentedFile, PG_SEGMENT_BYTES};
+use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
+use pagestream_examples::args::{
+    self, format_size, parse_on_off, parse_size, Arg, Args, UsageError,
+};
+use pagestream_examples::cache;
+use pagestream_examples::heap::{self, Counts, BLCKSZ};
+use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: pgcount PATH [options]
+
+Counts the live tuples of a PostgreSQL heap relation (what select count(*)
+returns on a vacuumed table with no transaction in progress) and sums its
+first column as an int4, reading the relation's segment files PATH, PATH.1,
+PATH.2, ... through one pagestream ReadStream. PATH is the relation's first
+segment file: $PGDATA/$(psql -Atc \"select pg_relation_filepath('t')\").
+Stop the server (or CHECKPOINT with no writes since) before scanning.
+
+options:
+  --runtime NAME      threadpool | tokio-uring | glommio | all, or a
+                      comma-separated list (default threadpool); glommio
+                      reads with O_DIRECT only (no warm runs)
+  --cache MODE        none | cold | warm | hot | all (default none: scan the
+                      files as they are); all = cold, warm, hot
+  --direct            open the files with O_DIRECT (no warm runs)
+  --max-ios N         reads in flight at most (default 16)
+  --combine N         io_combine_limit, blocks per read (default 16)
+  --pool-frames N     buffer pool frames for none/cold/warm runs (default
+                      16384; hot uses a pool holding the whole relation)
+  --prefetch on|off   prefetch the next page's first cache lines when a page
+                      is handed out (default off)
+  --repeat N          runs of each mode (default 1; with more, medians)
+  --no-sum            do not sum the first column (use when it is not an
+                      int4: the heap does not say, the catalog does)
+  --segment-size SIZE segment file size (default 1GiB, PostgreSQL's; for
+                      servers built --with-segsize, and tests)
+  --json              one JSON object per run on stdout instead of the table
+  --help              this text";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    None,
+    Cold,
+    Warm,
+    Hot,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Cold => "cold",
+            Mode::Warm => "warm",
+            Mode::Hot => "hot",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Opts {
+    path: PathBuf,
+    runtimes: Vec<Runtime>,
+    modes: Vec<Mode>,
+    direct: bool,
+    max_ios: usize,
+    combine: usize,
+    pool_frames: usize,
+    prefetch: bool,
+    repeat: usize,
+    sum: bool,
+    segment_bytes: u64,
+    json: bool,
+}
+
+fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
+    let mut path = None;
+    let mut o = Opts {
+        path: PathBuf::new(),
+        runtimes: vec![Runtime::ThreadPool],
+        modes: vec![Mode::None],
+        direct: false,
+        max_ios: 16,
+        combine: 16,
+        pool_frames: 16384,
+        prefetch: false,
+        repeat: 1,
+        sum: true,
+        segment_bytes: PG_SEGMENT_BYTES,
+        json: false,
+    };
+    let mut cache_given = false;
+    while let Some(arg) = args.next_arg()? {
+        let name = match &arg {
+            Arg::Positional(p) if path.is_none() => {
+                path = Some(PathBuf::from(p));
+                continue;
+            }
+            Arg::Positional(_) => return Err(args.unknown(&arg)),
+            Arg::Flag(name) => name.as_str(),
+        };
+        match name {
+            "help" => return Ok(None),
+            "runtime" => {
+                o.runtimes =
+                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
+            }
+            "cache" => {
+                cache_given = true;
+                o.modes = args.parsed(|s| match s {
+                    "none" => Ok(vec![Mode::None]),
+                    "cold" => Ok(vec![Mode::Cold]),
+                    "warm" => Ok(vec![Mode::Warm]),
+                    "hot" => Ok(vec![Mode::Hot]),
+                    "all" => Ok(vec![Mode::Cold, Mode::Warm, Mode::Hot]),
+                    _ => Err(format!("{s:?}: expected none, cold, warm, hot or all")),
+                })?
+            }
+            "direct" => o.direct = true,
+            "max-ios" => o.max_ios = args.number()?,
+            "combine" => o.combine = args.number()?,
+            "pool-frames" => o.pool_frames = args.number()?,
+            "prefetch" => o.prefetch = args.parsed(parse_on_off)?,
+            "repeat" => o.repeat = args.number()?,
+            "no-sum" => o.sum = false,
+            "segment-size" => o.segment_bytes = args.parsed(parse_size)?,
+            "json" => o.json = true,
+            _ => return Err(args.unknown(&arg)),
+        }
+    }
+    let bad = |m: String| Err(UsageError(m));
+    let Some(path) = path else {
+        return bad("no PATH: name the relation's first segment file".into());
+    };
+    o.path = path;
+    if o.repeat == 0 {
+        return bad("--repeat must be at least 1".into());
+    }
+    if o.combine == 0 || o.combine > pagestream::MAX_IO_COMBINE_LIMIT {
+        return bad(format!(
+            "--combine must be 1 to {}",
+            pagestream::MAX_IO_COMBINE_LIMIT
+        ));
+    }
+    if o.max_ios > pagestream::MAX_IOS {
+        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
+    }
+    if o.pool_frames == 0 {
+        return bad("--pool-frames must be at least 1".into());
+    }
+    if o.segment_bytes == 0 || o.segment_bytes % BLCKSZ as u64 != 0 {
+        return bad(format!(
+            "--segment-size {} must be a positive multiple of 8KiB",
+            o.segment_bytes
+        ));
+    }
+    if o.direct {
+        if cache_given && o.modes == [Mode::Warm] {
+            return bad("--cache warm means the OS page cache, which --direct bypasses".into());
+        }
+        o.modes.retain(|&m| m != Mode::Warm);
+    }
+    if !o
+        .runtimes
+        .iter()
+        .any(|&rt| o.modes.iter().any(|&m| runs_on(rt, m)))
+    {
+        return bad(
+            "--cache warm means the OS page cache, which glommio's O_DIRECT reads bypass; \
+             nothing to run on glommio"
+                .into(),
+        );
+    }
+    Ok(Some(o))
+}
+
+/// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
+fn runs_on(rt: Runtime, mode: Mode) -> bool {
+    mode != Mode::Warm || rt.supports_buffered()
+}
+
+/// The relation: its segment files and their blocks.
+struct Relation {
+    o: Opts,
+    paths: Vec<PathBuf>,
+    /// A buffered handle per segment, for cache control.
+    plain: Vec<File>,
+    nblocks: u64,
+}
+
+impl Relation {
+    /// Finds and checks the segment files of `o.path`.
+    fn open(o: Opts) -> io::Result<Relation> {
+        let paths = segment_paths(&o.path)?;
+        let mut plain = Vec::new();
+        let mut total = 0u64;
+        let last = paths.len() - 1;
+        for (i, p) in paths.iter().enumerate() {
+            let f = File::open(p).map_err(|e| named(p, e))?;
+            let m = f.metadata().map_err(|e| named(p, e))?;
+            if !m.is_file() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{}: not a regular file", p.display()),
+                ));
+            }
+            let len = m.len();
+            if len % BLCKSZ as u64 != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: {len} bytes is not a multiple of 8192: not a PostgreSQL \
+                         relation of 8 KiB pages",
+                        p.display()
+                    ),
+                ));
+            }
+            if (i < last && len != o.segment_bytes) || len > o.segment_bytes {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: {len} bytes, but segment files {} {} bytes ({}; --segment-size)",
+                        p.display(),
+                        if i < last {
+                            "before the last must be"
+                        } else {
+                            "are at most"
+                        },
+                        o.segment_bytes,
+                        format_size(o.segment_bytes)
+                    ),
+                ));
+            }
+            total += len;
+            plain.push(f);
+        }
+        Ok(Relation {
+            nblocks: total / BLCKSZ as u64,
+            o,
+            paths,
+            plain,
+        })
+    }
+
+    fn bytes(&self) -> u64 {
+        self.nblocks * BLCKSZ as u64
+    }
+
+    /// A page error, naming the relation, and the segment file and block in
+    /// it when the relation has several.
+    fn page_error(&self, e: heap::PageError) -> io::Error {
+        let seg_blocks = self.o.segment_bytes / BLCKSZ as u64;
+        let seg = (e.block / seg_blocks) as usize;
+        let where_ = if self.paths.len() > 1 {
+            format!(
+                " (segment file {}, its block {})",
+                self.paths[seg.min(self.paths.len() - 1)].display(),
+                e.block % seg_blocks
+            )
+        } else {
+            String::new()
+        };
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}{where_}", self.o.path.display()),
+        )
+    }
+
+    fn make_cold(&self) -> io::Result<f64> {
+        let mut resident = 0.0;
+        for (f, p) in self.plain.iter().zip(&self.paths) {
+            resident += cache::make_cold(f, p)?;
+        }
+        Ok(resident / self.plain.len() as f64)
+    }
+
+    fn make_warm(&self) -> io::Result<f64> {
+        let mut resident = 0.0;
+        for (f, p) in self.plain.iter().zip(&self.paths) {
+            cache::warm(f)?;
+            let r = cache::resident_fraction(f)?;
+            if r < 0.99 && f.metadata()?.len() > 0 {
+                return Err(io::Error::other(format!(
+                    "cannot keep {} warm: only {:.1}% of it stays in the page cache",
+                    p.display(),
+                    r * 100.0
+                )));
+            }
+            resident += r;
+        }
+        Ok(resident / self.plain.len() as f64)
+    }
+
+    fn resident(&self) -> io::Result<f64> {
+        let mut resident = 0.0;
+        for f in &self.plain {
+            resident += cache::resident_fraction(f)?;
+        }
+        Ok(resident / self.plain.len() as f64)
+    }
+}
+
+fn named(p: &std::path::Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+}
+
+/// One timed run.
+struct Run {
+    runtime: &'static str,
+    mode: Mode,
+    direct: bool,
+    rep: usize,
+    counts: Counts,
+    seconds: f64,
+    resident_before: f64,
+    pool_frames: usize,
+    stats: StreamStats,
+}
+
+impl Run {
+    fn label(&self) -> String {
+        format!("{} {}", self.runtime, self.mode.name())
+    }
+
+    fn json(&self, rel: &Relation) -> String {
+        let o = &rel.o;
+        let c = &self.counts;
+        let bytes = c.pages * BLCKSZ as u64;
+        let s = &self.stats;
+        let mut j = JsonObject::default();
+        j.set("tuples", c.tuples)
+            .set("pages", c.pages)
+            .set("seconds", self.seconds)
+            .set("pages_per_s", c.pages as f64 / self.seconds)
+            .set("mib_per_s", mib_per_s(bytes, self.seconds))
+            .set("reads", s.reads)
+            .set("mean_blocks_per_read", s.mean_blocks_per_read())
+            .set("cache", self.mode.name())
+            .set("runtime", self.runtime)
+            .set("run", self.rep)
+            .set("direct", self.direct)
+            .set("summed", o.sum)
+            .set("non_null", c.non_null)
+            .set("new_pages", c.new_pages)
+            .set("invisible", c.invisible)
+            .set("redirects", c.redirects)
+            .set("dead_line_pointers", c.dead)
+            .set("unused_line_pointers", c.unused)
+            .set("segments", rel.paths.len())
+            .set("bytes", bytes)
+            .set("file", o.path.display().to_string())
+            .set("max_ios", o.max_ios)
+            .set("io_combine_limit", o.combine)
+            .set("prefetch", o.prefetch)
+            .set("pool_frames", self.pool_frames)
+            .set("resident_before", self.resident_before)
+            .set("hits", s.hits)
+            .set("blocks_read", s.blocks_read)
+            .set("max_blocks_per_read", s.max_blocks_per_read)
+            .set("max_in_flight", s.max_in_flight)
+            .set("waits", s.waits)
+            .set("wait_seconds", s.wait_time.as_secs_f64())
+            .set("mean_distance", s.mean_distance())
+            .set("fast_path_pages", s.fast_path_pages);
+        // `sum` is a signed 64-bit number or null, which the shared JSON
+        // writer has no variant for: put it in by hand, after `tuples`.
+        let sum = match (o.sum, c.sum_value()) {
+            (true, Some(v)) => v.to_string(),
+            _ => "null".into(),
+        };
+        let line = j.to_line();
+        let at = line.find(",\"pages\":").expect("pages field");
+        format!("{},\"sum\":{sum}{}", &line[..at], &line[at..])
+    }
+}
+
+/// The scans on one runtime: every repeat of every mode that runs on it.
+struct Scans<'a> {
+    rel: &'a Relation,
+    runtime: Runtime,
+}
+
+impl Workload for Scans<'_> {
+    type Output = io::Result<Vec<Run>>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<Vec<Run>> {
+        let rel = self.rel;
+        let o = &rel.o;
+        let direct = o.direct || !self.runtime.supports_buffered();
+        let on = OnRuntime {
+            rel,
+            env: &env,
+            direct,
+        };
+        let mut hot: Option<BufferPool> = None;
+        let mut runs = Vec::new();
+        for rep in 0..o.repeat {
+            for &mode in &o.modes {
+                if !runs_on(self.runtime, mode) {
+                    continue;
+                }
+                let resident = match mode {
+                    Mode::Cold => rel.make_cold()?,
+                    Mode::Warm => rel.make_warm()?,
+                    Mode::None | Mode::Hot => rel.resident()?,
+                };
+                let (pool, ring) = match mode {
+                    Mode::Hot => {
+                        if hot.is_none() {
+                            let frames = usize::try_from(rel.nblocks.max(1)).map_err(|_| {
+                                io::Error::other("relation too large for a hot pool")
+                            })?;
+                            let pool = BufferPool::new(frames, BLCKSZ).map_err(io::Error::from)?;
+                            // Fill it with one scan (which checks every page too).
+                            on.scan(&pool, None).await?;
+                            hot = Some(pool);
+                        }
+                        (hot.clone().expect("hot pool"), None)
+                    }
+                    _ => {
+                        let pool =
+                            BufferPool::new(o.pool_frames, BLCKSZ).map_err(io::Error::from)?;
+                        let ring =
+                            (rel.nblocks > o.pool_frames as u64 / 4).then_some(RingSize::BULKREAD);
+                        (pool, ring)
+                    }
+                };
+                let (counts, seconds, stats) = on.scan(&pool, ring).await?;
+                if mode == Mode::Hot && stats.blocks_read != 0 {
+                    return Err(io::Error::other(format!(
+                        "hot scan read {} blocks: the pool of {} frames did not keep the relation",
+                        stats.blocks_read,
+                        pool.frames()
+                    )));
+                }
+                let run = Run {
+                    runtime: self.runtime.name(),
+                    mode,
+                    direct,
+                    rep,
+                    counts,
+                    seconds,
+                    resident_before: resident,
+                    pool_frames: pool.frames(),
+                    stats,
+                };
+                emit(rel, &run);
+                runs.push(run);
+            }
+        }
+        Ok(runs)
+    }
+}
+
+struct OnRuntime<'a, E: Env> {
+    rel: &'a Relation,
+    env: &'a E,
+    direct: bool,
+}
+
+impl<E: Env> OnRuntime<'_, E> {
+    /// Scans every block of the relation through one stream over all its
+    /// segments; returns the counts, the seconds and the stream's stats.
+    async fn scan(
+        &self,
+        pool: &BufferPool,
+        ring: Option<RingSize>,
+    ) -> io::Result<(Counts, f64, StreamStats)> {
+        let rel = self.rel;
+        let o = &rel.o;
+        let opts = FileOptions {
+            direct: self.direct,
+            block_size: BLCKSZ,
+        };
+        let mut files = Vec::with_capacity(rel.paths.len());
+        for p in &rel.paths {
+            files.push(self.env.open(p, opts).await.map_err(|e| named(p, e))?);
+        }
+        let file = SegmentedFile::new(files, o.segment_bytes)?;
+        let mut stream = ReadStream::builder(pool, Segmented::new(self.env.engine()), file)
+            .max_ios(o.max_ios)
+            .io_combine_limit(o.combine)
+            .ring(ring)
+            .prefetch(o.prefetch)
+            .build(source::forward(0..rel.nblocks))
+            .map_err(|e| io::Error::other(format!("{}: cannot scan: {e}", o.path.display())))?;
+        let start = Instant::now();
+        let mut counts = Counts::default();
+        while let Some(page) = stream.next().await {
+            let page = page.map_err(|e| named(&o.path, e))?;
+            heap::count_page(page.block(), &page, o.sum, &mut counts)
+                .map_err(|e| rel.page_error(e))?;
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        Ok((counts, seconds, stream.close().await))
+    }
+}
+
+fn sum_text(rel: &Relation, c: &Counts) -> String {
+    match (rel.o.sum, c.sum_value()) {
+        (false, _) => "-".into(),
+        (true, None) => "NULL".into(),
+        (true, Some(v)) => v.to_string(),
+    }
+}
+
+/// Prints a finished run (a table row and its stats, or one JSON line).
+fn emit(rel: &Relation, r: &Run) {
+    if rel.o.json {
+        println!("{}", r.json(rel));
+        return;
+    }
+    let c = &r.counts;
+    println!(
+        "{:<12} {:<5} {:>3} {:>12} {:>20} {:>10} {:>8.3} {:>9.1} {:>11.0} {:>7} {:>8.2}",
+        r.runtime,
+        r.mode.name(),
+        r.rep,
+        c.tuples,
+        sum_text(rel, c),
+        c.pages,
+        r.seconds,
+        mib_per_s(c.pages * BLCKSZ as u64, r.seconds),
+        c.pages as f64 / r.seconds,
+        r.stats.reads,
+        r.stats.mean_blocks_per_read()
+    );
+    println!(
+        "    Heap: new pages={} not visible={} redirects={} dead={} unused={} non-null first column={}",
+        c.new_pages, c.invisible, c.redirects, c.dead, c.unused, c.non_null
+    );
+    for line in r.stats.to_string().lines() {
+        println!("    {line}");
+    }
+}
+
+fn run(o: Opts) -> io::Result<()> {
+    let rel = Relation::open(o)?;
+    let o = &rel.o;
+    if !o.json {
+        let names: Vec<&str> = o.runtimes.iter().map(|r| r.name()).collect();
+        println!(
+            "pgcount {}: {} pages in {} segment file{} ({}), runtimes={} max_ios={} io_combine_limit={}{}",
+            o.path.display(),
+            rel.nblocks,
+            rel.paths.len(),
+            if rel.paths.len() == 1 { "" } else { "s" },
+            format_size(rel.bytes()),
+            names.join(","),
+            o.max_ios,
+            o.combine,
+            if o.direct { " O_DIRECT" } else { "" }
+        );
+        println!(
+            "{:<12} {:<5} {:>3} {:>12} {:>20} {:>10} {:>8} {:>9} {:>11} {:>7} {:>8}",
+            "runtime",
+            "cache",
+            "#",
+            "tuples",
+            "sum",
+            "pages",
+            "seconds",
+            "MiB/s",
+            "pages/s",
+            "reads",
+            "blk/read"
+        );
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    for &rt in &o.runtimes {
+        for &mode in &o.modes {
+            if !runs_on(rt, mode) {
+                eprintln!(
+                    "pgcount: {rt} {} skipped: {rt} reads with O_DIRECT only, and warm means \
+                     the OS page cache, which O_DIRECT bypasses",
+                    mode.name()
+                );
+            }
+        }
+        let scans = Scans {
+            rel: &rel,
+            runtime: rt,
+        };
+        runs.extend(rt.run_with(&Options::default(), scans)??);
+    }
+    // Every run read the same relation: the counts must agree.
+    let first = &runs[0];
+    if let Some(bad) = runs.iter().find(|r| {
+        (r.counts.tuples, r.counts.sum_value()) != (first.counts.tuples, first.counts.sum_value())
+    }) {
+        return Err(io::Error::other(format!(
+            "runs disagree: {} run {} counted {} tuples (sum {}), {} run {} counted {} (sum {}) \
+             — did the files change during the runs?",
+            first.label(),
+            first.rep,
+            first.counts.tuples,
+            sum_text(&rel, &first.counts),
+            bad.label(),
+            bad.rep,
+            bad.counts.tuples,
+            sum_text(&rel, &bad.counts)
+        )));
+    }
+    let mut out = String::new();
+    {
+        use std::fmt::Write as _;
+        if o.repeat > 1 {
+            let _ = writeln!(
+                out,
+                "\nsummary over {} run(s) each: median pages/s (min–max), median MiB/s",
+                o.repeat
+            );
+            let mut labels: Vec<String> = Vec::new();
+            for r in &runs {
+                if !labels.contains(&r.label()) {
+                    labels.push(r.label());
+                }
+            }
+            for l in &labels {
+                let of = |f: &dyn Fn(&Run) -> f64| {
+                    let v: Vec<f64> = runs.iter().filter(|r| &r.label() == l).map(f).collect();
+                    Spread::of(&v).expect("runs of this label")
+                };
+                let p = of(&|r| r.counts.pages as f64 / r.seconds);
+                let m = of(&|r| mib_per_s(r.counts.pages * BLCKSZ as u64, r.seconds));
+                let _ = writeln!(
+                    out,
+                    "  {:<18} {:>11.0} pages/s ({:.0}–{:.0})  {:>8.1} MiB/s",
+                    l, p.median, p.min, p.max, m.median
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "count(*) = {}, sum(first column as int4) = {}{}",
+            first.counts.tuples,
+            sum_text(&rel, &first.counts),
+            if runs.len() > 1 {
+                " (all runs agree)"
+            } else {
+                ""
+            }
+        );
+    }
+    if o.json {
+        eprint!("{out}");
+    } else {
+        print!("{out}");
+    }
+    Ok(())
+}
+
+fn main() {
+    args::main("pgcount", USAGE, parse_args, run);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Option<Opts>, UsageError> {
+        parse_args(Args::new(v.iter().map(|s| s.to_string())))
+    }
+
+    #[test]
+    fn command_lines() {
+        let o = parse(&["rel", "--cache", "hot", "--json", "--segment-size", "64KiB"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.path, PathBuf::from("rel"));
+        assert_eq!(o.modes, [Mode::Hot]);
+        assert_eq!(o.segment_bytes, 64 << 10);
+        assert!(o.json && o.sum);
+        let o = parse(&["rel"]).unwrap().unwrap();
+        assert_eq!(o.modes, [Mode::None]);
+        assert_eq!(o.runtimes, [Runtime::ThreadPool]);
+        assert_eq!(o.segment_bytes, 1 << 30);
+        assert!(parse(&["--help"]).unwrap().is_none());
+        for (bad, needle) in [
+            (&[][..], "no PATH"),
+            (&["a", "b"], "unexpected argument"),
+            (&["a", "--segment-size", "1000"], "multiple of 8KiB"),
+            (&["a", "--cache", "tepid"], "tepid"),
+            (&["a", "--combine", "0"], "--combine"),
+            (&["a", "--repeat", "0"], "--repeat"),
+            (&["a", "--direct", "--cache", "warm"], "bypasses"),
+            (
+                &["a", "--runtime", "glommio", "--cache", "warm"],
+                "nothing to run",
+            ),
+        ] {
+            let e = parse(bad).err().unwrap_or_else(|| panic!("{bad:?}"));
+            assert!(e.0.contains(needle), "{bad:?}: {e}");
+        }
+    }
+}
