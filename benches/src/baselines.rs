@@ -1,0 +1,251 @@
+//! The baselines: what a user would write instead of pagestream.
+//!
+//! - `pread-loop`: one blocking `pread` per block, in pattern order, relying
+//!   on the kernel's read-ahead (PostgreSQL 16's sequential scan);
+//! - `fadvise-prefetch`: the same, keeping `max_ios` `POSIX_FADV_WILLNEED`
+//!   hints ahead of the read (PostgreSQL 16's bitmap heap scan prefetch);
+//! - `tokio-fs`: `tokio::fs::File`, `seek` + `read_exact` per block, the way
+//!   a tokio user reads pages;
+//! - `glommio-stream`: glommio's own readers with their defaults: a
+//!   `DmaStreamReader` (read-ahead = `max_ios` buffers of
+//!   `io_combine_limit` blocks) for forward scans, `DmaFile::read_many`
+//!   (concurrency `max_ios`, merged requests up to `io_combine_limit`
+//!   blocks) for the other patterns. O_DIRECT only.
+
+use crate::scan::{RunResult, ScanConfig, Target};
+use pagestream_examples::checksum::Checksum;
+use serde_json::json;
+use std::alloc::Layout;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::time::Instant;
+
+/// A zeroed heap buffer aligned to 4096 bytes (for O_DIRECT reads).
+struct AlignedBuf {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> AlignedBuf {
+        let layout = Layout::from_size_align(len.max(1), 4096).expect("buffer layout");
+        // SAFETY: the layout has a non-zero size (len.max(1)).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        AlignedBuf { ptr, layout }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` is a live allocation of `layout.size()` bytes,
+        // zero-initialised, owned by `self` and borrowed mutably here.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// `posix_fadvise` on a whole-file descriptor range.
+pub fn fadvise(file: &File, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
+    // SAFETY: posix_fadvise takes no pointers; a bad fd gives an error code.
+    let r = unsafe {
+        libc::posix_fadvise(
+            file.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            advice,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}
+
+fn open_plain(cfg: &ScanConfig, target: &Target) -> io::Result<File> {
+    let mut oo = std::fs::OpenOptions::new();
+    oo.read(true);
+    if cfg.direct {
+        oo.custom_flags(libc::O_DIRECT);
+    }
+    let f = oo.open(&target.path)?;
+    if !cfg.readahead && !cfg.direct {
+        fadvise(&f, 0, 0, libc::POSIX_FADV_RANDOM)?;
+    }
+    Ok(f)
+}
+
+/// `pread-loop` (`prefetch == 0`) or `fadvise-prefetch` (`prefetch` hints
+/// kept ahead of the read).
+pub fn pread_loop(
+    cfg: &ScanConfig,
+    target: &Target,
+    blocks: &[u64],
+    run: usize,
+    prefetch: usize,
+) -> io::Result<RunResult> {
+    let f = open_plain(cfg, target)?;
+    let bs = cfg.block_size;
+    let mut buf = AlignedBuf::new(bs);
+    let resident = target.prepare(cfg.cache, cfg.direct)?;
+    let mut ck = Checksum::default();
+    let mut hints = 0u64;
+    let mut next_hint = 0usize;
+    let start = Instant::now();
+    for (i, &b) in blocks.iter().enumerate() {
+        if prefetch > 0 {
+            // Keep hints for blocks i+1 ..= i+prefetch issued.
+            next_hint = next_hint.max(i + 1);
+            while next_hint < blocks.len() && next_hint <= i + prefetch {
+                fadvise(
+                    &f,
+                    blocks[next_hint] * bs as u64,
+                    bs as u64,
+                    libc::POSIX_FADV_WILLNEED,
+                )?;
+                hints += 1;
+                next_hint += 1;
+            }
+        }
+        let page = buf.as_mut_slice();
+        f.read_exact_at(page, b * bs as u64)?;
+        ck.add(b, page);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let mut r = RunResult::from_checksum(cfg, run, ck, secs, resident);
+    r.reads = Some(blocks.len() as u64);
+    r.mean_blocks_per_read = Some(1.0);
+    r.max_in_flight = Some(1);
+    if prefetch > 0 {
+        r.extra.insert("advice".into(), json!(hints));
+    }
+    Ok(r)
+}
+
+/// `tokio-fs`: a current-thread tokio runtime (`tokio::fs` does its I/O on
+/// the blocking pool either way), `seek` + `read_exact` per block.
+pub fn tokio_fs(
+    cfg: &ScanConfig,
+    target: &Target,
+    blocks: &[u64],
+    run: usize,
+) -> io::Result<RunResult> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    rt.block_on(async {
+        let std = File::open(&target.path)?;
+        if !cfg.readahead {
+            fadvise(&std, 0, 0, libc::POSIX_FADV_RANDOM)?;
+        }
+        let mut f = tokio::fs::File::from_std(std);
+        let bs = cfg.block_size;
+        let mut page = vec![0u8; bs];
+        let resident = target.prepare(cfg.cache, false)?;
+        let mut ck = Checksum::default();
+        let start = Instant::now();
+        for &b in blocks {
+            f.seek(io::SeekFrom::Start(b * bs as u64)).await?;
+            f.read_exact(&mut page).await?;
+            ck.add(b, &page);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let mut r = RunResult::from_checksum(cfg, run, ck, secs, resident);
+        r.reads = Some(blocks.len() as u64);
+        r.mean_blocks_per_read = Some(1.0);
+        r.max_in_flight = Some(1);
+        Ok(r)
+    })
+}
+
+/// `glommio-stream`: glommio's `DmaStreamReader` (forward) or
+/// `DmaFile::read_many` (other patterns) on an executor whose `io_memory`
+/// fits `RLIMIT_MEMLOCK` (`pagestream_glommio::make_executor`).
+pub fn glommio_stream(
+    cfg: &ScanConfig,
+    target: &Target,
+    blocks: &[u64],
+    run: usize,
+) -> io::Result<RunResult> {
+    use crate::pattern::Pattern;
+    use futures::StreamExt;
+    use glommio::io::{DmaFile, DmaStreamReaderBuilder, MergedBufferLimit, ReadAmplificationLimit};
+    std::thread::scope(|s| {
+        s.spawn(|| -> io::Result<RunResult> {
+            let ex = pagestream_glommio::make_executor()?;
+            ex.run(async {
+                let bs = cfg.block_size;
+                let file = DmaFile::open(&target.path).await.map_err(io::Error::from)?;
+                let depth = cfg.max_ios.max(1);
+                let chunk = bs * cfg.combine;
+                let resident = target.prepare(cfg.cache, true)?;
+                let mut ck = Checksum::default();
+                let start;
+                let api;
+                let reads: Option<u64>;
+                if cfg.pattern == Pattern::Forward {
+                    api = "DmaStreamReader";
+                    let mut reader = DmaStreamReaderBuilder::new(file)
+                        .with_read_ahead(depth)
+                        .with_buffer_size(chunk)
+                        .with_end_pos(target.nblocks * bs as u64)
+                        .build();
+                    start = Instant::now();
+                    for &b in blocks {
+                        let page = reader
+                            .get_buffer_aligned(bs as u64)
+                            .await
+                            .map_err(io::Error::from)?;
+                        if page.len() != bs {
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                format!("short read of block {b}"),
+                            ));
+                        }
+                        ck.add(b, &page);
+                    }
+                    reads = Some((blocks.len() as u64 * bs as u64).div_ceil(chunk as u64));
+                    reader.close().await.map_err(io::Error::from)?;
+                } else {
+                    api = "read_many";
+                    let file = std::rc::Rc::new(file);
+                    let iovs = futures::stream::iter(blocks.iter().map(|&b| (b * bs as u64, bs)));
+                    start = Instant::now();
+                    let mut results = file
+                        .read_many(
+                            iovs,
+                            MergedBufferLimit::Custom(chunk),
+                            ReadAmplificationLimit::NoAmplification,
+                        )
+                        .with_concurrency(depth);
+                    while let Some(r) = results.next().await {
+                        let ((pos, _), page) = r.map_err(io::Error::from)?;
+                        ck.add(pos / bs as u64, &page);
+                    }
+                    // The merged requests read_many issued are not visible
+                    // through its API.
+                    reads = None;
+                }
+                let secs = start.elapsed().as_secs_f64();
+                let mut r = RunResult::from_checksum(cfg, run, ck, secs, resident);
+                if let Some(n) = reads {
+                    r.reads = Some(n);
+                    r.mean_blocks_per_read = Some(ck.pages as f64 / n.max(1) as f64);
+                }
+                r.extra.insert("glommio_api".into(), json!(api));
+                r.extra.insert("read_ahead".into(), json!(depth));
+                Ok(r)
+            })
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}

@@ -1,0 +1,1 @@
+//! SVG charts (plotters, SVG backend only).

@@ -1,0 +1,562 @@
+//! One measured configuration: [`ScanConfig`] in, [`RunResult`]s out.
+//!
+//! [`run_scan`] prepares the page cache the way the example programs do
+//! (`cold`: `fsync` + `POSIX_FADV_DONTNEED`, checked with `mincore`; `warm`:
+//! read once, checked resident; `hot`: pagestream's pool holds every block
+//! of the pattern) and times one pass over the pattern's blocks with the
+//! chosen engine, checksumming every page with the examples' order-independent
+//! checksum.
+
+use crate::pattern::Pattern;
+use crate::{baselines, fio};
+use futures::StreamExt;
+use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
+use pagestream_examples::cache;
+use pagestream_examples::checksum::Checksum;
+use pagestream_examples::report::mib_per_s;
+use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
+use serde_json::{json, Map, Value};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Instant;
+
+/// What reads the blocks: pagestream on a runtime, or a baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Engine {
+    /// pagestream, thread-pool engine.
+    ThreadPool,
+    /// pagestream, tokio-uring engine.
+    TokioUring,
+    /// pagestream, glommio engine (O_DIRECT only).
+    Glommio,
+    /// Blocking `pread` of one block at a time; the kernel's read-ahead
+    /// does the rest (PostgreSQL 16's sequential scan).
+    PreadLoop,
+    /// Blocking `pread`s with `max_ios` `POSIX_FADV_WILLNEED` hints kept
+    /// ahead (PostgreSQL 16's bitmap heap scan).
+    FadvisePrefetch,
+    /// `tokio::fs::File`, `seek` + `read_exact` per block.
+    TokioFs,
+    /// glommio's own readers: `DmaStreamReader` for forward scans,
+    /// `DmaFile::read_many` for the other patterns (O_DIRECT only).
+    GlommioStream,
+    /// The fio binary (io_uring), the device's ceiling.
+    Fio,
+}
+
+impl Engine {
+    /// Every engine, pagestream's first.
+    pub const ALL: [Engine; 8] = [
+        Engine::ThreadPool,
+        Engine::TokioUring,
+        Engine::Glommio,
+        Engine::PreadLoop,
+        Engine::FadvisePrefetch,
+        Engine::TokioFs,
+        Engine::GlommioStream,
+        Engine::Fio,
+    ];
+
+    /// The engine's command-line name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::ThreadPool => "threadpool",
+            Engine::TokioUring => "tokio-uring",
+            Engine::Glommio => "glommio",
+            Engine::PreadLoop => "pread-loop",
+            Engine::FadvisePrefetch => "fadvise-prefetch",
+            Engine::TokioFs => "tokio-fs",
+            Engine::GlommioStream => "glommio-stream",
+            Engine::Fio => "fio",
+        }
+    }
+
+    /// The pagestream runtime, for pagestream engines.
+    pub const fn runtime(self) -> Option<Runtime> {
+        match self {
+            Engine::ThreadPool => Some(Runtime::ThreadPool),
+            Engine::TokioUring => Some(Runtime::TokioUring),
+            Engine::Glommio => Some(Runtime::Glommio),
+            _ => None,
+        }
+    }
+
+    /// Whether this is pagestream (not a baseline).
+    pub const fn is_pagestream(self) -> bool {
+        self.runtime().is_some()
+    }
+
+    /// Whether the engine reads with O_DIRECT only.
+    pub const fn direct_only(self) -> bool {
+        matches!(self, Engine::Glommio | Engine::GlommioStream)
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Engine {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Engine, String> {
+        Engine::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "{s:?}: expected threadpool, tokio-uring, glommio (pagestream) or \
+                     pread-loop, fadvise-prefetch, tokio-fs, glommio-stream, fio (baselines)"
+                )
+            })
+    }
+}
+
+/// Where the blocks are when the timed run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cache {
+    /// Evicted from the OS page cache (checked with `mincore`).
+    Cold,
+    /// In the OS page cache (read once first, checked).
+    Warm,
+    /// In pagestream's buffer pool (baselines, which have no pool: the OS
+    /// page cache, as warm).
+    Hot,
+}
+
+impl Cache {
+    /// `cold`, `warm` or `hot`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cache::Cold => "cold",
+            Cache::Warm => "warm",
+            Cache::Hot => "hot",
+        }
+    }
+}
+
+impl FromStr for Cache {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Cache, String> {
+        match s {
+            "cold" => Ok(Cache::Cold),
+            "warm" => Ok(Cache::Warm),
+            "hot" => Ok(Cache::Hot),
+            _ => Err(format!("{s:?}: expected cold, warm or hot")),
+        }
+    }
+}
+
+/// One configuration to measure.
+#[derive(Debug, Clone)]
+pub struct ScanConfig {
+    /// What reads.
+    pub engine: Engine,
+    /// Which blocks, in which order.
+    pub pattern: Pattern,
+    /// Where the blocks are beforehand.
+    pub cache: Cache,
+    /// O_DIRECT (forced on for glommio and glommio-stream).
+    pub direct: bool,
+    /// Kernel read-ahead: `false` sets `POSIX_FADV_RANDOM` on the file the
+    /// engine reads (buffered only; not available for tokio-uring, whose
+    /// file handle exposes no descriptor).
+    pub readahead: bool,
+    /// Bytes per block.
+    pub block_size: usize,
+    /// `io_combine_limit` (fio: blocks per request of a forward scan).
+    pub combine: usize,
+    /// Reads in flight (fio's iodepth, prefetch distance, glommio's
+    /// read-ahead buffers).
+    pub max_ios: usize,
+    /// pagestream's pool for cold and warm runs (hot: the pattern's blocks).
+    pub pool_frames: usize,
+    /// pagestream: combine descending runs.
+    pub backward_combining: bool,
+    /// Seed of `random` and `bitmap`.
+    pub seed: u64,
+}
+
+/// The file a scan reads.
+#[derive(Debug)]
+pub struct Target {
+    /// Its path.
+    pub path: PathBuf,
+    /// Whole blocks in it.
+    pub nblocks: u64,
+    /// A buffered handle for cache control.
+    pub plain: File,
+}
+
+impl Target {
+    /// Opens `path` (which holds `nblocks` whole blocks).
+    pub fn open(path: &Path, nblocks: u64) -> io::Result<Target> {
+        Ok(Target {
+            path: path.to_path_buf(),
+            nblocks,
+            plain: File::open(path)?,
+        })
+    }
+
+    /// Prepares the OS page cache for `cache`; returns the fraction of the
+    /// file resident.
+    pub fn prepare(&self, cache: Cache, direct: bool) -> io::Result<f64> {
+        match cache {
+            Cache::Cold => cache::make_cold(&self.plain, &self.path),
+            Cache::Warm | Cache::Hot if direct => cache::resident_fraction(&self.plain),
+            Cache::Warm | Cache::Hot => {
+                cache::warm(&self.plain)?;
+                let r = cache::resident_fraction(&self.plain)?;
+                if r < 0.99 {
+                    return Err(io::Error::other(format!(
+                        "cannot keep {} warm: only {:.1}% of it stays in the page cache",
+                        self.path.display(),
+                        r * 100.0
+                    )));
+                }
+                Ok(r)
+            }
+        }
+    }
+}
+
+/// One timed run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The configuration (with `direct` as actually used).
+    pub cfg: ScanConfig,
+    /// Which repeat.
+    pub run: usize,
+    /// Pages read.
+    pub blocks: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Seconds, first read to last page checksummed.
+    pub seconds: f64,
+    /// I/O requests (`None` where not measured).
+    pub reads: Option<u64>,
+    /// Blocks per request.
+    pub mean_blocks_per_read: Option<f64>,
+    /// Most requests in flight at once (`None` where not measured).
+    pub max_in_flight: Option<u64>,
+    /// The order-independent checksum (`None` for fio, which hands us no
+    /// data).
+    pub checksum: Option<u64>,
+    /// Fraction of the file in the page cache before the run.
+    pub resident_before: f64,
+    /// Engine-specific fields.
+    pub extra: Map<String, Value>,
+}
+
+impl RunResult {
+    /// MiB per second.
+    pub fn mib_per_s(&self) -> f64 {
+        mib_per_s(self.bytes, self.seconds)
+    }
+
+    /// Pages per second.
+    pub fn pages_per_s(&self) -> f64 {
+        self.blocks as f64 / self.seconds
+    }
+
+    /// The run as a JSON object, with the example programs' field names.
+    pub fn json(&self) -> Value {
+        let c = &self.cfg;
+        let mut m = Map::new();
+        m.insert("engine".into(), json!(c.engine.name()));
+        m.insert("pattern".into(), json!(c.pattern.name()));
+        m.insert("cache".into(), json!(c.cache.name()));
+        m.insert("direct".into(), json!(c.direct));
+        m.insert("block_size".into(), json!(c.block_size));
+        m.insert("combine".into(), json!(c.combine));
+        m.insert("max_ios".into(), json!(c.max_ios));
+        m.insert("blocks".into(), json!(self.blocks));
+        m.insert("bytes".into(), json!(self.bytes));
+        m.insert("seconds".into(), json!(self.seconds));
+        m.insert("mib_per_s".into(), json!(self.mib_per_s()));
+        m.insert("pages_per_s".into(), json!(self.pages_per_s()));
+        m.insert("reads".into(), json!(self.reads));
+        m.insert(
+            "mean_blocks_per_read".into(),
+            json!(self.mean_blocks_per_read),
+        );
+        m.insert("max_in_flight".into(), json!(self.max_in_flight));
+        m.insert("checksum".into(), json!(self.checksum));
+        m.insert("run".into(), json!(self.run));
+        m.insert("readahead".into(), json!(c.readahead));
+        m.insert("seed".into(), json!(c.seed));
+        m.insert("resident_before".into(), json!(self.resident_before));
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        Value::Object(m)
+    }
+
+    /// A result with the common fields filled from `cfg` and `ck`.
+    pub(crate) fn from_checksum(
+        cfg: &ScanConfig,
+        run: usize,
+        ck: Checksum,
+        seconds: f64,
+        resident_before: f64,
+    ) -> RunResult {
+        RunResult {
+            cfg: cfg.clone(),
+            run,
+            blocks: ck.pages,
+            bytes: ck.pages * cfg.block_size as u64,
+            seconds,
+            reads: None,
+            mean_blocks_per_read: None,
+            max_in_flight: None,
+            checksum: Some(ck.sum),
+            resident_before,
+            extra: Map::new(),
+        }
+    }
+}
+
+/// Checks a configuration against what its engine can do; the message names
+/// the flag to change.
+pub fn check(cfg: &ScanConfig) -> Result<(), String> {
+    let e = cfg.engine;
+    if cfg.direct && cfg.cache == Cache::Warm {
+        return Err("--cache warm means the OS page cache, which --direct bypasses".into());
+    }
+    if e.direct_only() && cfg.cache == Cache::Warm {
+        return Err(format!(
+            "--cache warm: {e} reads with O_DIRECT only, which bypasses the OS page cache"
+        ));
+    }
+    if e == Engine::GlommioStream && cfg.cache == Cache::Hot {
+        return Err(
+            "--cache hot: glommio-stream has no cache of its own and reads with O_DIRECT \
+                    only; hot does not apply"
+                .into(),
+        );
+    }
+    if e == Engine::Fio && cfg.direct && cfg.cache == Cache::Hot {
+        return Err("--cache hot: fio with --direct has no cache; hot does not apply".into());
+    }
+    if e == Engine::Fio && matches!(cfg.pattern, Pattern::Backward | Pattern::Bitmap(_)) {
+        return Err(format!(
+            "--pattern {}: fio has no equivalent (it reads forward or at random)",
+            cfg.pattern
+        ));
+    }
+    if e == Engine::TokioFs && cfg.direct {
+        return Err(
+            "--direct: tokio::fs::File reads through its own unaligned buffer, \
+                    which O_DIRECT refuses"
+                .into(),
+        );
+    }
+    if e == Engine::TokioUring && !cfg.readahead && !cfg.direct {
+        return Err(
+            "--readahead off: not available for tokio-uring (TokioUringFile exposes \
+                    no file descriptor to give POSIX_FADV_RANDOM to)"
+                .into(),
+        );
+    }
+    if cfg.combine == 0 || cfg.combine > pagestream::MAX_IO_COMBINE_LIMIT {
+        return Err(format!(
+            "--combine must be 1 to {}",
+            pagestream::MAX_IO_COMBINE_LIMIT
+        ));
+    }
+    if cfg.max_ios > pagestream::MAX_IOS {
+        return Err(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
+    }
+    if cfg.pool_frames == 0 {
+        return Err("--pool-frames must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// Runs one configuration once over `target` (`blocks` is the pattern's
+/// block list) and returns the timed run. The configuration must pass
+/// [`check`]; glommio engines are switched to O_DIRECT here.
+pub fn run_scan(
+    cfg: &ScanConfig,
+    target: &Target,
+    blocks: &[u64],
+    run: usize,
+) -> io::Result<RunResult> {
+    let mut cfg = cfg.clone();
+    if cfg.engine.direct_only() {
+        cfg.direct = true;
+    }
+    check(&cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    match cfg.engine.runtime() {
+        Some(rt) => rt.run(StreamScan {
+            cfg: &cfg,
+            target,
+            blocks,
+            run,
+        })?,
+        None => match cfg.engine {
+            Engine::PreadLoop => baselines::pread_loop(&cfg, target, blocks, run, 0),
+            Engine::FadvisePrefetch => {
+                baselines::pread_loop(&cfg, target, blocks, run, cfg.max_ios)
+            }
+            Engine::TokioFs => baselines::tokio_fs(&cfg, target, blocks, run),
+            Engine::GlommioStream => baselines::glommio_stream(&cfg, target, blocks, run),
+            Engine::Fio => fio::run(&cfg, target, run),
+            _ => unreachable!("pagestream engines have a runtime"),
+        },
+    }
+}
+
+/// A pagestream scan as a workload for `pagestream-runtimes`.
+struct StreamScan<'a> {
+    cfg: &'a ScanConfig,
+    target: &'a Target,
+    blocks: &'a [u64],
+    run: usize,
+}
+
+impl StreamScan<'_> {
+    /// Opens the file for `env`'s engine; with read-ahead off (buffered,
+    /// thread pool) opens it with `POSIX_FADV_RANDOM` so the engine also
+    /// knows the kernel will not read ahead.
+    async fn open<E: Env>(&self, env: &E) -> io::Result<E::File> {
+        let c = self.cfg;
+        if !c.readahead && !c.direct {
+            if env.runtime() != Runtime::ThreadPool {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("--readahead off is not available for {}", env.runtime()),
+                ));
+            }
+            let f = pagestream_threadpool::ThreadPoolFile::open_with(
+                &self.target.path,
+                pagestream_threadpool::OpenOptions::new()
+                    .block_size(c.block_size)
+                    .advice(pagestream_threadpool::FileAdvice::Random),
+            )?;
+            // `E::File` is `ThreadPoolFile` on the thread-pool runtime;
+            // pagestream-runtimes has no way to pass open advice, so the
+            // file is opened here and handed over through `Any`.
+            let boxed: Box<dyn std::any::Any> = Box::new(f);
+            return boxed
+                .downcast::<E::File>()
+                .map(|b| *b)
+                .map_err(|_| io::Error::other("the thread-pool runtime's file type changed"));
+        }
+        env.open(
+            &self.target.path,
+            FileOptions {
+                direct: c.direct,
+                block_size: c.block_size,
+            },
+        )
+        .await
+    }
+
+    /// One pass over the pattern with a stream on `pool`.
+    async fn pass<E: Env>(
+        &self,
+        env: &E,
+        pool: &BufferPool,
+        ring: Option<RingSize>,
+    ) -> io::Result<(Checksum, f64, StreamStats)> {
+        let file = self.open(env).await?;
+        let n = self.target.nblocks;
+        match self.cfg.pattern {
+            Pattern::Forward => {
+                self.drive(env, pool, file, ring, source::forward(0..n))
+                    .await
+            }
+            Pattern::Backward => {
+                self.drive(env, pool, file, ring, source::backward(0..n))
+                    .await
+            }
+            Pattern::Random | Pattern::Bitmap(_) => {
+                let list = self.blocks.to_vec();
+                self.drive(env, pool, file, ring, source::iter(list)).await
+            }
+        }
+    }
+
+    async fn drive<E: Env, S: BlockSource>(
+        &self,
+        env: &E,
+        pool: &BufferPool,
+        file: E::File,
+        ring: Option<RingSize>,
+        src: S,
+    ) -> io::Result<(Checksum, f64, StreamStats)> {
+        let c = self.cfg;
+        let mut stream = ReadStream::builder(pool, env.engine(), file)
+            .max_ios(c.max_ios)
+            .io_combine_limit(c.combine)
+            .ring(ring)
+            .backward_combining(c.backward_combining)
+            .build(src)
+            .map_err(io::Error::from)?;
+        let start = Instant::now();
+        let mut ck = Checksum::default();
+        while let Some(page) = stream.next().await {
+            let page = page?;
+            ck.add(page.block(), &page);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        Ok((ck, secs, stream.close().await))
+    }
+}
+
+impl Workload for StreamScan<'_> {
+    type Output = io::Result<RunResult>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<RunResult> {
+        let c = self.cfg;
+        let (pool, ring) = match c.cache {
+            Cache::Hot => {
+                let frames = self.blocks.len().max(1);
+                let pool = BufferPool::new(frames, c.block_size).map_err(io::Error::from)?;
+                let (_, _, st) = self.pass(&env, &pool, None).await?;
+                if st.pages != self.blocks.len() as u64 {
+                    return Err(io::Error::other("the hot pool's filling scan ended early"));
+                }
+                (pool, None)
+            }
+            _ => {
+                let pool = BufferPool::new(c.pool_frames, c.block_size).map_err(io::Error::from)?;
+                // PostgreSQL's BULKREAD ring for large sequential scans, as
+                // seqscan does.
+                let seq = matches!(c.pattern, Pattern::Forward | Pattern::Backward);
+                let ring = (seq && self.target.nblocks > c.pool_frames as u64 / 4)
+                    .then_some(RingSize::BULKREAD);
+                (pool, ring)
+            }
+        };
+        let resident = self.target.prepare(c.cache, c.direct)?;
+        let (ck, secs, st) = self.pass(&env, &pool, ring).await?;
+        if c.cache == Cache::Hot && st.blocks_read != 0 {
+            return Err(io::Error::other(format!(
+                "hot scan read {} blocks: the pool did not keep the pattern's blocks",
+                st.blocks_read
+            )));
+        }
+        let mut r = RunResult::from_checksum(c, self.run, ck, secs, resident);
+        r.reads = Some(st.reads);
+        r.mean_blocks_per_read = Some(st.mean_blocks_per_read());
+        r.max_in_flight = Some(st.max_in_flight);
+        let x = &mut r.extra;
+        x.insert("hits".into(), json!(st.hits));
+        x.insert("waits".into(), json!(st.waits));
+        x.insert("wait_seconds".into(), json!(st.wait_time.as_secs_f64()));
+        x.insert("advice".into(), json!(st.advice));
+        x.insert("cached_reads".into(), json!(st.cached_reads));
+        x.insert("backward_reads".into(), json!(st.backward_reads));
+        x.insert("pool_frames".into(), json!(pool.frames()));
+        x.insert("ring".into(), json!(ring.is_some()));
+        Ok(r)
+    }
+}
