@@ -60,8 +60,16 @@ fn small_run_reports_json_per_run() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "seqscan failed: {stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
-    // Two repeats of cold, read-loop, warm, hot.
-    assert_eq!(lines.len(), 8, "{stdout}");
+    // Two repeats of cold, read-loop, warm, memory loop, hot without and
+    // with prefetch.
+    assert_eq!(lines.len(), 12, "{stdout}");
+    let prefetch: Vec<&str> = lines
+        .iter()
+        .filter(|l| field(l, "runtime") == "threadpool" && field(l, "cache") == "hot")
+        .map(|l| field(l, "prefetch"))
+        .collect();
+    // Off then on, then reversed on the second repeat.
+    assert_eq!(prefetch, ["false", "true", "true", "false"], "{stdout}");
     let checksum = field(lines[0], "checksum");
     for l in &lines {
         for key in [
@@ -100,10 +108,17 @@ fn small_run_reports_json_per_run() {
                 assert_eq!(field(l, "reads"), "0", "hot run read: {l}");
                 assert_eq!(field(l, "hits"), "512", "{l}");
             }
+            ("memory", "hot") => assert_eq!(field(l, "reads"), "0", "{l}"),
             other => panic!("unexpected run {other:?}: {l}"),
         }
     }
     assert!(stderr.contains("all runs agree"), "{stderr}");
+    assert!(
+        stderr.contains("threadpool hot: prefetch on / off speed")
+            && stderr.contains("threadpool hot prefetch:")
+            && stderr.contains("overhead"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -139,11 +154,15 @@ fn every_runtime_runs_with_one_checksum() {
             ("threadpool", "cold"),
             ("read-loop", "warm"),
             ("threadpool", "warm"),
+            ("memory", "hot"),
+            ("threadpool", "hot"),
             ("threadpool", "hot"),
             ("tokio-uring", "cold"),
             ("tokio-uring", "warm"),
             ("tokio-uring", "hot"),
+            ("tokio-uring", "hot"),
             ("glommio", "cold"),
+            ("glommio", "hot"),
             ("glommio", "hot"),
         ],
         "{stdout}"
@@ -163,7 +182,7 @@ fn every_runtime_runs_with_one_checksum() {
             "false"
         };
         assert_eq!(field(l, "direct"), direct, "{l}");
-        if runtime == "read-loop" {
+        if runtime == "read-loop" || runtime == "memory" {
             continue;
         }
         let max_in_flight: u64 = field(l, "max_in_flight").parse().unwrap();

@@ -22,8 +22,13 @@
 //! - **warm**: the file is read once first (page cache), then scanned; a
 //!   plain `read` loop over 128 KiB buffers (`read-loop` row) runs beside it,
 //!   alternating which goes first.
-//! - **hot**: a pool holding the whole file is filled by one scan, then a
-//!   second scan is timed; it must do no reads.
+//! - **hot**: a pool holding the whole file is filled by one scan, then
+//!   scans are timed with the stream's page prefetch off and on (`--prefetch`;
+//!   the next queued page's first two and last cache lines are prefetched
+//!   when a page is handed out), beside a `memory` row that iterates the
+//!   same pages in one 4096-aligned buffer without a stream, alternating
+//!   which goes first. They must do no reads. The summary gives each hot
+//!   scan's overhead per page over the memory loop, in ns.
 //!
 //! Cold and warm scans use a 256 KiB ring (PostgreSQL's BULKREAD) when the
 //! file is larger than a quarter of the pool. Every run computes the same
@@ -72,6 +77,9 @@ options:
                       file is larger than a quarter of the pool)
   --baseline-buffer SIZE  read-loop buffer (default 128KiB)
   --no-read-loop      skip the read-loop baseline in warm runs
+  --prefetch on|off|both  page prefetch when a page is handed out (default:
+                      hot runs both, one after the other; cold/warm off)
+  --no-memory-loop    skip the in-memory baseline in hot runs
   --repeat N          runs of each mode (default 1; with more, medians)
   --nowait on|off     threadpool: inline RWF_NOWAIT attempt for buffered reads
                       (default on)
@@ -115,6 +123,9 @@ struct Opts {
     ring: Option<usize>,
     baseline_buffer: usize,
     read_loop: bool,
+    /// Prefetch settings to run (hot: each; cold/warm: the first).
+    prefetch: Vec<bool>,
+    memory_loop: bool,
 }
 
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
@@ -135,6 +146,8 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         ring: None,
         baseline_buffer: 128 << 10,
         read_loop: true,
+        prefetch: vec![false, true],
+        memory_loop: true,
     };
     let mut cache_given = false;
     while let Some(arg) = args.next_arg()? {
@@ -169,6 +182,13 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "threads" => o.threads = args.number()?,
             "json" => o.json = true,
             "no-read-loop" => o.read_loop = false,
+            "no-memory-loop" => o.memory_loop = false,
+            "prefetch" => {
+                o.prefetch = args.parsed(|s| match s {
+                    "both" => Ok(vec![false, true]),
+                    _ => parse_on_off(s).map(|on| vec![on]),
+                })?
+            }
             "ring" => o.ring = args.parsed(parse_ring)?,
             "baseline-buffer" => {
                 o.baseline_buffer = args.parsed(|s| {
@@ -256,14 +276,17 @@ struct Run {
     pool: Option<(usize, u64, u64)>,
     /// Read-loop only: seconds inside `read` calls.
     read_call_seconds: Option<f64>,
+    /// Hot stream runs: whether page prefetch was on.
+    prefetch: Option<bool>,
 }
 
 impl Run {
     fn label(&self) -> String {
-        if self.runtime == "read-loop" {
-            "read-loop".into()
-        } else {
-            format!("{} {}", self.runtime, self.mode.name())
+        match (self.runtime, self.prefetch) {
+            ("read-loop" | "memory", _) => self.runtime.into(),
+            (rt, Some(true)) => format!("{rt} {} prefetch", self.mode.name()),
+            (rt, Some(false)) => format!("{rt} {} no-prefetch", self.mode.name()),
+            (rt, None) => format!("{rt} {}", self.mode.name()),
         }
     }
 
@@ -305,6 +328,9 @@ impl Run {
         if let Some(t) = self.read_call_seconds {
             j.set("read_call_seconds", t);
         }
+        if let Some(p) = self.prefetch {
+            j.set("prefetch", p);
+        }
         if let Some((valid, ev, ring)) = self.pool {
             j.set("pool_valid", valid)
                 .set("pool_evictions", ev)
@@ -332,6 +358,9 @@ struct Shared {
     nblocks: u64,
     /// A buffered handle for cache control and the read loop.
     plain: File,
+    /// The file's bytes in one buffer and where its 4096-aligned part
+    /// starts, for the hot memory loop (loaded once).
+    memory: std::sync::OnceLock<(Vec<u8>, usize)>,
 }
 
 impl Shared {
@@ -364,6 +393,52 @@ impl Shared {
             )));
         }
         Ok(resident)
+    }
+
+    /// The hot baseline: the same checksum over the file's pages held in
+    /// one 4096-aligned buffer (as pool frames are), no stream.
+    fn memory_loop(&self, rep: usize) -> io::Result<Run> {
+        let bs = self.o.block_size;
+        let len = usize::try_from(self.bytes())
+            .map_err(|_| io::Error::other("file too large for the memory loop"))?;
+        if self.memory.get().is_none() {
+            let mut buf = vec![0u8; len + 4096];
+            let start = buf.as_ptr().align_offset(4096);
+            let mut f = File::open(&self.path)?;
+            f.read_exact(&mut buf[start..start + len])?;
+            let _ = self.memory.set((buf, start));
+        }
+        let (buf, start) = self.memory.get().expect("loaded above");
+        let pages = &buf[*start..*start + len];
+        let t = Instant::now();
+        let mut ck = Checksum::default();
+        for (b, page) in pages.chunks_exact(bs).enumerate() {
+            ck.add(b as u64, page);
+        }
+        let secs = t.elapsed().as_secs_f64();
+        Ok(Run {
+            runtime: "memory",
+            direct: false,
+            nowait: false,
+            mode: Mode::Hot,
+            rep,
+            pages: ck.pages,
+            bytes: ck.pages * bs as u64,
+            seconds: secs,
+            reads: 0,
+            mean_blocks_per_read: 0.0,
+            hits: 0,
+            max_in_flight: 0,
+            resident_before: 1.0,
+            checksum: ck.sum,
+            stats: None,
+            engine: None,
+            pool_frames: 0,
+            ring_frames: 0,
+            pool: None,
+            read_call_seconds: None,
+            prefetch: None,
+        })
     }
 
     /// The baseline: `read` into one 128 KiB buffer, same checksum.
@@ -430,6 +505,7 @@ impl Shared {
             ring_frames: 0,
             pool: None,
             read_call_seconds: Some(in_read.as_secs_f64()),
+            prefetch: None,
         })
     }
 }
@@ -442,6 +518,8 @@ struct Scans<'a> {
     /// This runtime's warm runs also run the read-loop baseline (one
     /// runtime does, so there is one read-loop row per repeat).
     read_loop: bool,
+    /// Likewise for the hot runs' memory loop.
+    memory_loop: bool,
 }
 
 impl Workload for Scans<'_> {
@@ -477,7 +555,31 @@ impl Workload for Scans<'_> {
                         sh.emit(&w);
                         vec![w, sh.read_loop(rep)?]
                     }
-                    Mode::Hot => vec![on.hot(rep).await?],
+                    Mode::Hot => {
+                        // Memory loop and each prefetch setting, the order
+                        // reversed every other repeat; all but the last row
+                        // are printed here.
+                        let mut order: Vec<Option<bool>> = Vec::new();
+                        if sh.o.memory_loop && self.memory_loop {
+                            order.push(None);
+                        }
+                        order.extend(sh.o.prefetch.iter().map(|&p| Some(p)));
+                        if rep % 2 == 1 {
+                            order.reverse();
+                        }
+                        let mut batch = Vec::new();
+                        for (i, which) in order.iter().enumerate() {
+                            let r = match which {
+                                None => sh.memory_loop(rep)?,
+                                Some(p) => on.hot(rep, *p).await?,
+                            };
+                            if i + 1 < order.len() {
+                                sh.emit(&r);
+                            }
+                            batch.push(r);
+                        }
+                        batch
+                    }
                 };
                 if let Some(last) = batch.last() {
                     sh.emit(last);
@@ -515,6 +617,7 @@ impl<E: Env> OnRuntime<'_, E> {
         &self,
         pool: &BufferPool,
         ring: Option<RingSize>,
+        prefetch: bool,
     ) -> io::Result<(Checksum, f64, StreamStats)> {
         let file = self.open().await?;
         let o = &self.sh.o;
@@ -522,6 +625,7 @@ impl<E: Env> OnRuntime<'_, E> {
             .max_ios(o.max_ios)
             .io_combine_limit(o.combine)
             .ring(ring)
+            .prefetch(prefetch)
             .build(source::forward(0..self.sh.nblocks))
             .map_err(io::Error::from)?;
         let start = Instant::now();
@@ -548,7 +652,7 @@ impl<E: Env> OnRuntime<'_, E> {
             Some(b) => (Some(RingSize::Bytes(b)), b.div_ceil(o.block_size)),
         };
         let before = self.env.engine_counters();
-        let (ck, secs, st) = self.stream_scan(&pool, ring).await?;
+        let (ck, secs, st) = self.stream_scan(&pool, ring, o.prefetch[0]).await?;
         let eng = self.env.engine_counters().since(&before);
         let mut run = self.stream_run(mode, rep, resident, ck, secs, st, eng, frames, ring_frames);
         let ps = pool.stats();
@@ -590,6 +694,7 @@ impl<E: Env> OnRuntime<'_, E> {
             ring_frames,
             pool: None,
             read_call_seconds: None,
+            prefetch: None,
         }
     }
 
@@ -603,14 +708,14 @@ impl<E: Env> OnRuntime<'_, E> {
         self.scan_run(Mode::Warm, rep, resident).await
     }
 
-    async fn hot(&mut self, rep: usize) -> io::Result<Run> {
+    async fn hot(&mut self, rep: usize, prefetch: bool) -> io::Result<Run> {
         let nblocks = self.sh.nblocks;
         let frames = usize::try_from(nblocks)
             .map_err(|_| io::Error::other("file too large for a hot pool"))?;
         if self.hot.is_none() {
             let pool = BufferPool::new(frames, self.sh.o.block_size).map_err(io::Error::from)?;
             // Fill it: one scan, no ring.
-            let (_, _, st) = self.stream_scan(&pool, None).await?;
+            let (_, _, st) = self.stream_scan(&pool, None, false).await?;
             if st.pages != nblocks {
                 return Err(io::Error::other("prewarm scan ended early"));
             }
@@ -619,7 +724,7 @@ impl<E: Env> OnRuntime<'_, E> {
         let pool = self.hot.clone().expect("hot pool");
         let resident = cache::resident_fraction(&self.sh.plain)?;
         let before = self.env.engine_counters();
-        let (ck, secs, st) = self.stream_scan(&pool, None).await?;
+        let (ck, secs, st) = self.stream_scan(&pool, None, prefetch).await?;
         let eng = self.env.engine_counters().since(&before);
         if st.blocks_read != 0 {
             return Err(io::Error::other(format!(
@@ -627,15 +732,20 @@ impl<E: Env> OnRuntime<'_, E> {
                 st.blocks_read
             )));
         }
-        Ok(self.stream_run(Mode::Hot, rep, resident, ck, secs, st, eng, frames, 0))
+        let mut run = self.stream_run(Mode::Hot, rep, resident, ck, secs, st, eng, frames, 0);
+        run.prefetch = Some(prefetch);
+        Ok(run)
     }
 }
 
 fn print_row(r: &Run) {
     println!(
-        "{:<12} {:<10} {:>3} {:>8.3} {:>9.1} {:>11.0} {:>7} {:>8.2} {:>8} {:>8} {:>8.3} {:>20}",
+        "{:<12} {:<12} {:>3} {:>8.3} {:>9.1} {:>11.0} {:>7} {:>8.2} {:>8} {:>8} {:>8.3} {:>20}",
         r.runtime,
-        r.mode.name(),
+        match r.prefetch {
+            Some(true) => "hot+prefetch",
+            _ => r.mode.name(),
+        },
         r.rep,
         r.seconds,
         mib_per_s(r.bytes, r.seconds),
@@ -696,6 +806,7 @@ fn run(o: Opts) -> io::Result<()> {
         nblocks,
         plain,
         o,
+        memory: std::sync::OnceLock::new(),
     };
     let o = &sh.o;
     if !o.json {
@@ -714,7 +825,7 @@ fn run(o: Opts) -> io::Result<()> {
             o.threads
         );
         println!(
-            "{:<12} {:<10} {:>3} {:>8} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>8} {:>20}",
+            "{:<12} {:<12} {:>3} {:>8} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>8} {:>20}",
             "runtime",
             "run",
             "#",
@@ -737,6 +848,7 @@ fn run(o: Opts) -> io::Result<()> {
         .iter()
         .copied()
         .find(|&rt| o.modes.contains(&Mode::Warm) && runs_on(rt, Mode::Warm));
+    let memory_loop_rt = o.modes.contains(&Mode::Hot).then(|| o.runtimes[0]);
     let options = Options::default().threads(o.threads).nowait(o.nowait);
     for &rt in &o.runtimes {
         for &mode in &o.modes {
@@ -758,6 +870,7 @@ fn run(o: Opts) -> io::Result<()> {
             shared: &sh,
             runtime: rt,
             read_loop: read_loop_rt == Some(rt),
+            memory_loop: memory_loop_rt == Some(rt),
         };
         runs.extend(rt.run_with(&options, scans)??);
     }
@@ -832,6 +945,44 @@ fn run(o: Opts) -> io::Result<()> {
                 rs.median,
                 rs.min,
                 rs.max
+            );
+        }
+        // Hot: each stream's overhead per page over the memory loop, and
+        // prefetch on against off.
+        let secs_per_page = |label: &str| {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.label() == label)
+                .map(|r| r.seconds / r.pages.max(1) as f64)
+                .collect();
+            Spread::of(&v)
+        };
+        if let Some(mem) = secs_per_page("memory") {
+            for rt in &o.runtimes {
+                for p in ["no-prefetch", "prefetch"] {
+                    if let Some(s) = secs_per_page(&format!("{rt} hot {p}")) {
+                        let _ = writeln!(
+                            out,
+                            "  {rt} hot {p}: {:.1} ns/page, memory loop {:.1} ns/page: overhead {:.1} ns/page",
+                            s.median * 1e9,
+                            mem.median * 1e9,
+                            (s.median - mem.median) * 1e9
+                        );
+                    }
+                }
+            }
+        }
+        for rt in &o.runtimes {
+            let (Some(on), Some(off)) = (
+                secs_per_page(&format!("{rt} hot prefetch")),
+                secs_per_page(&format!("{rt} hot no-prefetch")),
+            ) else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "  {rt} hot: prefetch on / off speed {:.3}x (ratio of medians)",
+                off.median / on.median
             );
         }
         let _ = writeln!(out, "  checksum {} (all runs agree)", runs[0].checksum);
