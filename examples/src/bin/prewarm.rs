@@ -1,0 +1,391 @@
+//! `prewarm`: loads a whole file into a buffer pool as fast as possible, as
+//! PostgreSQL's `pg_prewarm` does, with a stream built with `full(true)`
+//! (PostgreSQL's `READ_STREAM_FULL`): the caller will read every block, so
+//! the stream starts at full-sized reads and full look-ahead instead of
+//! ramping the distance up from 1.
+//!
+//! ```text
+//! cargo run --release --bin prewarm -- [--file PATH] [--cache none|cold|warm] [--full on|off] [--json] …
+//! ```
+//!
+//! The default file is the one `seqscan` creates
+//! (`target/pagestream-data/seqscan-1GiB.dat`, created if absent). The pool
+//! holds the whole file; after the load every block must be valid in it.
+
+use futures::StreamExt;
+use pagestream::{source, BufferPool, ReadStream, StreamStats};
+use pagestream_examples::args::{
+    self, check_block_size, format_size, parse_block_size, parse_on_off, parse_size, Arg, Args,
+    UsageError,
+};
+use pagestream_examples::cache;
+use pagestream_examples::data;
+use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: prewarm [options]
+
+Loads a whole file into a buffer pool that holds it, through a pagestream
+ReadStream built with full(true) (PostgreSQL's READ_STREAM_FULL: no distance
+ramp), and prints the time and MiB/s.
+
+options:
+  --file PATH         file to load (default: seqscan's data file,
+                      target/pagestream-data/seqscan-<size>.dat, created if
+                      absent)
+  --size SIZE         size of a data file to create (default 1GiB)
+  --runtime NAME      threadpool | tokio-uring | glommio | all, or a
+                      comma-separated list (default threadpool); glommio
+                      reads with O_DIRECT only
+  --cache MODE        none | cold | warm: the OS page cache before each load
+                      (default cold: evicted; warm: read first; none: as is)
+  --direct            open the file with O_DIRECT
+  --full on|off       skip the distance ramp (default on; off to compare)
+  --max-ios N         reads in flight at most (default 16)
+  --combine N         io_combine_limit, blocks per read (default 16)
+  --block-size SIZE   block size (default 8KiB)
+  --repeat N          loads (each into a fresh pool; default 1)
+  --json              one JSON object per load on stdout
+  --help              this text";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    None,
+    Cold,
+    Warm,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Cold => "cold",
+            Mode::Warm => "warm",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Opts {
+    file: Option<PathBuf>,
+    size: u64,
+    runtimes: Vec<Runtime>,
+    mode: Mode,
+    direct: bool,
+    full: bool,
+    max_ios: usize,
+    combine: usize,
+    block_size: usize,
+    repeat: usize,
+    json: bool,
+}
+
+fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
+    let mut o = Opts {
+        file: None,
+        size: 1 << 30,
+        runtimes: vec![Runtime::ThreadPool],
+        mode: Mode::Cold,
+        direct: false,
+        full: true,
+        max_ios: 16,
+        combine: 16,
+        block_size: 8192,
+        repeat: 1,
+        json: false,
+    };
+    while let Some(arg) = args.next_arg()? {
+        let Arg::Flag(name) = &arg else {
+            return Err(args.unknown(&arg));
+        };
+        match name.as_str() {
+            "help" => return Ok(None),
+            "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "size" => o.size = args.parsed(parse_size)?,
+            "runtime" => {
+                o.runtimes =
+                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
+            }
+            "cache" => {
+                o.mode = args.parsed(|s| match s {
+                    "none" => Ok(Mode::None),
+                    "cold" => Ok(Mode::Cold),
+                    "warm" => Ok(Mode::Warm),
+                    _ => Err(format!("{s:?}: expected none, cold or warm")),
+                })?
+            }
+            "direct" => o.direct = true,
+            "full" => o.full = args.parsed(parse_on_off)?,
+            "max-ios" => o.max_ios = args.number()?,
+            "combine" => o.combine = args.number()?,
+            "block-size" => o.block_size = args.parsed(parse_block_size)?,
+            "repeat" => o.repeat = args.number()?,
+            "json" => o.json = true,
+            _ => return Err(args.unknown(&arg)),
+        }
+    }
+    let bad = |m: String| Err(UsageError(m));
+    if o.repeat == 0 {
+        return bad("--repeat must be at least 1".into());
+    }
+    if o.combine == 0 || o.combine > pagestream::MAX_IO_COMBINE_LIMIT {
+        return bad(format!(
+            "--combine must be 1 to {}",
+            pagestream::MAX_IO_COMBINE_LIMIT
+        ));
+    }
+    if o.max_ios > pagestream::MAX_IOS {
+        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
+    }
+    check_block_size(o.block_size, o.size)?;
+    let direct_only = o.direct || o.runtimes.iter().all(|rt| !rt.supports_buffered());
+    if o.mode == Mode::Warm && direct_only {
+        return bad("--cache warm means the OS page cache, which O_DIRECT reads bypass".into());
+    }
+    Ok(Some(o))
+}
+
+/// One load.
+struct Load {
+    runtime: &'static str,
+    direct: bool,
+    rep: usize,
+    pages: u64,
+    seconds: f64,
+    resident_before: f64,
+    pool_valid: usize,
+    stats: StreamStats,
+}
+
+struct Shared {
+    o: Opts,
+    path: PathBuf,
+    nblocks: u64,
+    plain: File,
+}
+
+impl Shared {
+    fn bytes(&self, pages: u64) -> u64 {
+        pages * self.o.block_size as u64
+    }
+
+    fn json(&self, l: &Load) -> JsonObject {
+        let o = &self.o;
+        let s = &l.stats;
+        let mut j = JsonObject::default();
+        j.set("runtime", l.runtime)
+            .set("cache", o.mode.name())
+            .set("full", o.full)
+            .set("direct", l.direct)
+            .set("pages", l.pages)
+            .set("bytes", self.bytes(l.pages))
+            .set("seconds", l.seconds)
+            .set("mib_per_s", mib_per_s(self.bytes(l.pages), l.seconds))
+            .set("pages_per_s", l.pages as f64 / l.seconds)
+            .set("reads", s.reads)
+            .set("mean_blocks_per_read", s.mean_blocks_per_read())
+            .set("max_blocks_per_read", s.max_blocks_per_read)
+            .set("max_in_flight", s.max_in_flight)
+            .set("max_distance", s.max_distance)
+            .set("mean_distance", s.mean_distance())
+            .set("waits", s.waits)
+            .set("wait_seconds", s.wait_time.as_secs_f64())
+            .set("blocks_read", s.blocks_read)
+            .set("hits", s.hits)
+            .set("pool_frames", self.nblocks)
+            .set("pool_valid", l.pool_valid)
+            .set("resident_before", l.resident_before)
+            .set("run", l.rep)
+            .set("file", self.path.display().to_string())
+            .set("block_size", o.block_size)
+            .set("max_ios", o.max_ios)
+            .set("io_combine_limit", o.combine);
+        j
+    }
+
+    fn emit(&self, l: &Load) {
+        if self.o.json {
+            println!("{}", self.json(l).to_line());
+            return;
+        }
+        println!(
+            "{:<12} {:>3} {:>8.3} {:>9.1} {:>11.0} {:>7} {:>8.2} {:>8} {:>8.3}",
+            l.runtime,
+            l.rep,
+            l.seconds,
+            mib_per_s(self.bytes(l.pages), l.seconds),
+            l.pages as f64 / l.seconds,
+            l.stats.reads,
+            l.stats.mean_blocks_per_read(),
+            l.stats.max_in_flight,
+            l.resident_before
+        );
+        for line in l.stats.to_string().lines() {
+            println!("    {line}");
+        }
+    }
+}
+
+struct Loads<'a> {
+    sh: &'a Shared,
+    runtime: Runtime,
+}
+
+impl Workload for Loads<'_> {
+    type Output = io::Result<Vec<Load>>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<Vec<Load>> {
+        let sh = self.sh;
+        let o = &sh.o;
+        let direct = o.direct || !self.runtime.supports_buffered();
+        let frames = usize::try_from(sh.nblocks)
+            .map_err(|_| io::Error::other("file too large for a pool"))?;
+        let mut loads = Vec::new();
+        for rep in 0..o.repeat {
+            let resident = match o.mode {
+                Mode::Cold => cache::make_cold(&sh.plain, &sh.path)?,
+                Mode::Warm => {
+                    cache::warm(&sh.plain)?;
+                    cache::resident_fraction(&sh.plain)?
+                }
+                Mode::None => cache::resident_fraction(&sh.plain)?,
+            };
+            let pool = BufferPool::new(frames, o.block_size).map_err(io::Error::from)?;
+            let file = env
+                .open(
+                    &sh.path,
+                    FileOptions {
+                        direct,
+                        block_size: o.block_size,
+                    },
+                )
+                .await?;
+            let mut stream = ReadStream::builder(&pool, env.engine(), file)
+                .max_ios(o.max_ios)
+                .io_combine_limit(o.combine)
+                .full(o.full)
+                .build(source::forward(0..sh.nblocks))
+                .map_err(io::Error::from)?;
+            let start = Instant::now();
+            let mut pages = 0u64;
+            while let Some(page) = stream.next().await {
+                // Dropping the guard unpins the page; it stays in the pool.
+                page?;
+                pages += 1;
+            }
+            let seconds = start.elapsed().as_secs_f64();
+            let stats = stream.close().await;
+            let pool_valid = pool.stats().valid;
+            if pool_valid as u64 != sh.nblocks {
+                return Err(io::Error::other(format!(
+                    "after the load the pool holds {pool_valid} of {} blocks",
+                    sh.nblocks
+                )));
+            }
+            let load = Load {
+                runtime: self.runtime.name(),
+                direct,
+                rep,
+                pages,
+                seconds,
+                resident_before: resident,
+                pool_valid,
+                stats,
+            };
+            sh.emit(&load);
+            loads.push(load);
+        }
+        Ok(loads)
+    }
+}
+
+fn run(o: Opts) -> io::Result<()> {
+    let (path, nblocks) = data::scan_file("prewarm", o.file.as_deref(), o.size, o.block_size)?;
+    let plain = File::open(&path)?;
+    let sh = Shared {
+        o,
+        path,
+        nblocks,
+        plain,
+    };
+    let o = &sh.o;
+    if !o.json {
+        println!(
+            "prewarm {}: {} blocks of {} ({}) into a pool of {} frames, cache={} full={} \
+             max_ios={} io_combine_limit={}{}",
+            sh.path.display(),
+            nblocks,
+            o.block_size,
+            format_size(sh.bytes(nblocks)),
+            nblocks,
+            o.mode.name(),
+            if o.full { "on" } else { "off" },
+            o.max_ios,
+            o.combine,
+            if o.direct { " O_DIRECT" } else { "" }
+        );
+        println!(
+            "{:<12} {:>3} {:>8} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8}",
+            "runtime",
+            "#",
+            "seconds",
+            "MiB/s",
+            "pages/s",
+            "reads",
+            "blk/read",
+            "inflight",
+            "resident"
+        );
+    }
+    let mut loads = Vec::new();
+    for &rt in &o.runtimes {
+        if o.mode == Mode::Warm && !rt.supports_buffered() {
+            eprintln!("prewarm: {rt} skipped: it reads with O_DIRECT only, and warm means the OS page cache");
+            continue;
+        }
+        loads.extend(rt.run_with(
+            &Options::default(),
+            Loads {
+                sh: &sh,
+                runtime: rt,
+            },
+        )??);
+    }
+    let mut out = String::new();
+    {
+        use std::fmt::Write as _;
+        for rt in &o.runtimes {
+            let v: Vec<f64> = loads
+                .iter()
+                .filter(|l| l.runtime == rt.name())
+                .map(|l| mib_per_s(sh.bytes(l.pages), l.seconds))
+                .collect();
+            if let Some(s) = Spread::of(&v) {
+                let _ = writeln!(
+                    out,
+                    "{rt}: {} loaded, median {:.1} MiB/s ({:.1}–{:.1}) over {} load(s)",
+                    format_size(sh.bytes(nblocks)),
+                    s.median,
+                    s.min,
+                    s.max,
+                    s.n
+                );
+            }
+        }
+    }
+    if o.json {
+        eprint!("{out}");
+    } else {
+        print!("{out}");
+    }
+    Ok(())
+}
+
+fn main() {
+    args::main("prewarm", USAGE, parse_args, run);
+}
