@@ -14,7 +14,9 @@
 #     `select count(*) from t` under \timing, once to warm up and REPS times.
 #  2. The server stopped: pgcount --cache hot --repeat REPS (a pool holding
 #     the whole relation, filled by one scan; every timed scan reads nothing),
-#     prefetch off and on, twice, interleaved; pgcount --cache warm.
+#     prefetch off and on, twice, interleaved; the prefetch-off runs also
+#     count the same pages held in one buffer without a stream (--baseline),
+#     for the stream's cost per page; pgcount --cache warm.
 # pgcount's count and sum must equal the server's.
 # Logs go to target/measure/pgcount-<UTC time>/; prints medians (min–max).
 #
@@ -112,9 +114,9 @@ run() { # name args...
     [ "$got" = "$expect" ] || { say "MISMATCH: pgcount says $got, PostgreSQL $expect"; exit 1; }
   done < "$out/$name.json"
 }
-run hot-prefetch-off-1 --cache hot --repeat "$reps" --prefetch off
+run hot-prefetch-off-1 --cache hot --repeat "$reps" --prefetch off --baseline
 run hot-prefetch-on-1 --cache hot --repeat "$reps" --prefetch on
-run hot-prefetch-off-2 --cache hot --repeat "$reps" --prefetch off
+run hot-prefetch-off-2 --cache hot --repeat "$reps" --prefetch off --baseline
 run hot-prefetch-on-2 --cache hot --repeat "$reps" --prefetch on
 run warm --cache warm --repeat 3
 
@@ -123,7 +125,10 @@ spread() { # numbers on stdin -> "median (min–max)"
   sort -g | awk '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
     printf "%.4g (%.4g–%.4g) n=%d", m, v[1], v[NR], NR}'
 }
-pps() { cat "$@" | sed -E 's/.*"pages_per_s":([0-9.e+]+).*/\1/'; }
+# pages_per_s of the stream's runs (or, with in-memory, of the baseline's).
+pps() { grep -h -v '"runtime":"in-memory"' "$@" | sed -E 's/.*"pages_per_s":([0-9.e+]+).*/\1/'; }
+pps_mem() { grep -h '"runtime":"in-memory"' "$@" | sed -E 's/.*"pages_per_s":([0-9.e+]+).*/\1/'; }
+median() { sort -g | awk '{v[NR]=$1} END {print NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 {
   echo
   echo "summary ($pages pages; count, sum = $expect; pgcount's equal in every run)"
@@ -131,6 +136,13 @@ pps() { cat "$@" | sed -E 's/.*"pages_per_s":([0-9.e+]+).*/\1/'; }
   echo "  PostgreSQL 15 hot count(*), pages/s: $(awk -v p="$pages" '{print p / ($1 / 1000)}' "$out/postgres.ms" | spread)"
   echo "  pgcount hot, prefetch off, pages/s:  $(pps "$out"/hot-prefetch-off-*.json | spread)"
   echo "  pgcount hot, prefetch on, pages/s:   $(pps "$out"/hot-prefetch-on-*.json | spread)"
+  echo "  in memory, no stream, pages/s:       $(pps_mem "$out"/hot-prefetch-off-*.json | spread)"
+  s_off=$(pps "$out"/hot-prefetch-off-*.json | median)
+  s_on=$(pps "$out"/hot-prefetch-on-*.json | median)
+  mem=$(pps_mem "$out"/hot-prefetch-off-*.json | median)
+  awk -v a="$s_off" -v b="$s_on" -v m="$mem" 'BEGIN {
+    printf "  per page (medians): stream %.1f ns (prefetch on %.1f ns), in memory %.1f ns: stream overhead %.1f ns (%.1f ns with prefetch)\n",
+      1e9 / a, 1e9 / b, 1e9 / m, 1e9 / a - 1e9 / m, 1e9 / b - 1e9 / m }'
   echo "  pgcount warm, pages/s:               $(pps "$out"/warm.json | spread)"
   echo "  pgcount warm, MiB/s:                 $(sed -E 's/.*"mib_per_s":([0-9.e+]+).*/\1/' "$out"/warm.json | spread)"
   echo "  commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- examples/src/heap.rs examples/src/bin/pgcount.rs core/src runtimes/src adapters || echo ' (+ uncommitted changes)')"

@@ -437,9 +437,16 @@ fn pgcount_equals_postgres_count_and_sum() {
             assert!(mean > 8.0, "{l}");
         }
     }
-    // The same relation whole, for comparison: the same answer.
-    let whole = pgcount_json(&[t.path.to_str().unwrap(), "--cache", "hot"]);
-    assert_eq!(field(&whole[0], "tuples"), t.count);
+    // The same relation whole, hot, beside the in-memory baseline: the same
+    // answer.
+    let whole = pgcount_json(&[t.path.to_str().unwrap(), "--cache", "hot", "--baseline"]);
+    assert_eq!(whole.len(), 2, "{whole:?}");
+    assert_eq!(field(&whole[1], "runtime"), "in-memory");
+    for l in &whole {
+        assert_eq!(field(l, "tuples"), t.count, "{l}");
+        assert_eq!(field(l, "sum"), t.sum, "{l}");
+        assert_eq!(field(l, "reads"), "0", "{l}");
+    }
 
     // A middle segment of the wrong size is an error naming it.
     let second = split.join("16384.1");

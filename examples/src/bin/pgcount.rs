@@ -63,6 +63,10 @@ options:
                       int4: the heap does not say, the catalog does)
   --segment-size SIZE segment file size (default 1GiB, PostgreSQL's; for
                       servers built --with-segsize, and tests)
+  --baseline          hot runs: also count the same pages held in one plain
+                      buffer in memory, without a stream (runtime in-memory),
+                      to show the stream's cost per page; needs the
+                      relation's size in memory again
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
@@ -99,6 +103,7 @@ struct Opts {
     sum: bool,
     segment_bytes: u64,
     json: bool,
+    baseline: bool,
 }
 
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
@@ -116,6 +121,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         sum: true,
         segment_bytes: PG_SEGMENT_BYTES,
         json: false,
+        baseline: false,
     };
     let mut cache_given = false;
     while let Some(arg) = args.next_arg()? {
@@ -153,6 +159,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "no-sum" => o.sum = false,
             "segment-size" => o.segment_bytes = args.parsed(parse_size)?,
             "json" => o.json = true,
+            "baseline" => o.baseline = true,
             _ => return Err(args.unknown(&arg)),
         }
     }
@@ -319,6 +326,45 @@ impl Relation {
         Ok(resident / self.plain.len() as f64)
     }
 
+    /// Every page of the relation in one buffer.
+    fn read_all(&self) -> io::Result<Vec<u8>> {
+        let mut all = Vec::with_capacity(usize::try_from(self.bytes()).unwrap_or(0));
+        for (f, p) in self.plain.iter().zip(&self.paths) {
+            let mut f = f;
+            io::Seek::seek(&mut f, io::SeekFrom::Start(0)).map_err(|e| named(p, e))?;
+            io::Read::read_to_end(&mut f, &mut all).map_err(|e| named(p, e))?;
+        }
+        if all.len() as u64 != self.bytes() {
+            return Err(io::Error::other(format!(
+                "{}: the relation changed size while being read",
+                self.o.path.display()
+            )));
+        }
+        Ok(all)
+    }
+
+    /// The baseline: the same count over `pages` in memory, no stream.
+    fn in_memory(&self, pages: &[u8], rep: usize) -> io::Result<Run> {
+        let start = Instant::now();
+        let mut counts = Counts::default();
+        for (b, page) in pages.chunks_exact(BLCKSZ).enumerate() {
+            heap::count_page(b as u64, page, self.o.sum, &mut counts)
+                .map_err(|e| self.page_error(e))?;
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        Ok(Run {
+            runtime: "in-memory",
+            mode: Mode::Hot,
+            direct: false,
+            rep,
+            counts,
+            seconds,
+            resident_before: 1.0,
+            pool_frames: 0,
+            stats: StreamStats::default(),
+        })
+    }
+
     fn resident(&self) -> io::Result<f64> {
         let mut resident = 0.0;
         for f in &self.plain {
@@ -421,6 +467,7 @@ impl Workload for Scans<'_> {
             direct,
         };
         let mut hot: Option<BufferPool> = None;
+        let mut memory: Option<Vec<u8>> = None;
         let mut runs = Vec::new();
         for rep in 0..o.repeat {
             for &mode in &o.modes {
@@ -474,6 +521,14 @@ impl Workload for Scans<'_> {
                 };
                 emit(rel, &run);
                 runs.push(run);
+                if mode == Mode::Hot && o.baseline {
+                    if memory.is_none() {
+                        memory = Some(rel.read_all()?);
+                    }
+                    let run = rel.in_memory(memory.as_deref().expect("pages"), rep)?;
+                    emit(rel, &run);
+                    runs.push(run);
+                }
             }
         }
         Ok(runs)
