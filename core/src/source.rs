@@ -256,7 +256,21 @@ impl SyncScans {
         }
     }
 
-    fn report(&self, file: u64, block: u64) {
+    /// Records that a scan of `file` has reached `block`, so the next scan
+    /// to start begins there. A [`SyncScan`] made with
+    /// [`reports_itself(false)`](SyncScan::reports_itself) leaves this to its
+    /// consumer, which calls it with the block of each page it has
+    /// processed (every [`SYNC_SCAN_REPORT_INTERVAL`] blocks is enough).
+    ///
+    /// Why the consumer: a source is asked for blocks as far ahead as the
+    /// stream looks ahead, up to its whole distance (hundreds of blocks
+    /// over remote storage). A position reported from there puts a new
+    /// scan *ahead* of the running one, outside what the running scan has
+    /// pinned; both then read the same blocks a distance apart, and on a
+    /// pool smaller than that gap neither finds the other's pages. Reported
+    /// by the consumer, the new scan starts inside the running scan's
+    /// look-ahead (pinned, read or being read) and joins it.
+    pub fn report(&self, file: u64, block: u64) {
         self.lock().insert(file, block);
     }
 
@@ -285,6 +299,7 @@ impl SyncScans {
             start,
             next: start,
             done: nblocks == 0,
+            reports: true,
         }
     }
 }
@@ -298,12 +313,35 @@ pub struct SyncScan {
     start: u64,
     next: u64,
     done: bool,
+    /// Reports its position as blocks are asked for.
+    reports: bool,
 }
 
 impl SyncScan {
     /// The block this scan started at.
     pub fn start(&self) -> u64 {
         self.start
+    }
+
+    /// Whether the scan reports its position itself, every
+    /// [`SYNC_SCAN_REPORT_INTERVAL`] blocks as the stream asks for them
+    /// (default `true`, as PostgreSQL 17's read-stream callback does). That
+    /// is the stream's look-ahead position, up to its distance ahead of the
+    /// pages processed. With `false`, the consumer reports what it has
+    /// processed with [`SyncScans::report`]; see there for why that shares
+    /// more reads.
+    ///
+    /// ```
+    /// use pagestream::source::{BlockSource, SyncScans};
+    /// let reg = SyncScans::new();
+    /// let mut first = reg.scan(1, 100).reports_itself(false);
+    /// for _ in 0..40 { first.next_block(); } // looked ahead to block 39 …
+    /// reg.report(1, 16);                     // … but processed up to 16
+    /// assert_eq!(reg.scan(1, 100).start(), 16);
+    /// ```
+    pub fn reports_itself(mut self, on: bool) -> Self {
+        self.reports = on;
+        self
     }
 }
 
@@ -314,7 +352,7 @@ impl BlockSource for SyncScan {
             return None;
         }
         let b = self.next;
-        if b % SYNC_SCAN_REPORT_INTERVAL == 0 {
+        if self.reports && b % SYNC_SCAN_REPORT_INTERVAL == 0 {
             self.reg.report(self.file, b);
         }
         self.next = if b + 1 == self.nblocks { 0 } else { b + 1 };
