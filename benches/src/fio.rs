@@ -9,7 +9,8 @@
 //! hint would turn the kernel's read-ahead off for random reads) or
 //! `random` with it off. backward and bitmap have no fio equivalent.
 //! fio's own `bw_bytes` and `io_bytes` give the rate; its process start is
-//! not timed. It hands back no data, so its checksum is `null`.
+//! not timed. `--invalidate=0`: the page cache is prepared by us as for
+//! every engine. It hands back no data, so its checksum is `null`.
 
 use crate::pattern::Pattern;
 use crate::scan::{RunResult, ScanConfig, Target};
@@ -51,6 +52,9 @@ pub fn command_line(cfg: &ScanConfig, target: &Target) -> io::Result<Vec<String>
         format!("--iodepth={}", cfg.max_ios.max(1)),
         format!("--size={size}"),
         "--output-format=json".into(),
+        // fio drops the file's page cache before a job by default, which
+        // would turn warm runs cold; the cache is prepared by us.
+        "--invalidate=0".into(),
         format!(
             "--fadvise_hint={}",
             if cfg.readahead { "0" } else { "random" }

@@ -1,8 +1,35 @@
 //! `report`: the standard matrix.
+//!
+//! 1. sequential scan, cold (buffered and O_DIRECT), warm, hot: every engine
+//!    and baseline;
+//! 2. bitmap scan: density × `max_ios` 0, 1, 2, 4, 8, 16 × kernel read-ahead
+//!    on / off (`POSIX_FADV_RANDOM`) / O_DIRECT, cold;
+//! 3. forward against backward at `io_combine_limit` 1, 8, 16, 32, cold,
+//!    O_DIRECT;
+//! 4. random 8 KiB reads at `max_ios` 1 … 64, cold, O_DIRECT, against fio
+//!    at the same depth;
+//! 5. remote storage: the `remote` example's `--json` rows, if it is built.
+//!
+//! Within a row the engines alternate run by run (the first engine rotates
+//! with the repeat). A configuration that fails is reported with its error
+//! and the rest goes on. Every run's checksum is compared with every other
+//! run over the same block set.
 
+use crate::chart::{self, Series};
 use crate::cli::ReportOpts;
+use crate::pattern::Pattern;
+use crate::scan::{check, run_scan, Cache, Engine, RunResult, ScanConfig, Target};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pagestream_examples::args::format_size;
+use pagestream_examples::data;
+use pagestream_examples::report::Spread;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A progress bar on stderr of `len` steps, hidden when `quiet`.
 pub fn progress(len: u64, quiet: bool, what: &str) -> ProgressBar {
@@ -19,7 +46,983 @@ pub fn progress(len: u64, quiet: bool, what: &str) -> ProgressBar {
     bar
 }
 
+/// One configuration of a row, run `repeat` times.
+#[derive(Debug)]
+pub struct Cell {
+    /// Column name (engine, with a qualifier where a row mixes shapes).
+    pub label: String,
+    /// What runs.
+    pub cfg: ScanConfig,
+    /// The timed runs.
+    pub runs: Vec<RunResult>,
+    /// Why it could not run, if it could not.
+    pub error: Option<String>,
+}
+
+impl Cell {
+    /// Median, min and max MiB/s.
+    pub fn spread(&self) -> Option<Spread> {
+        Spread::of(&self.runs.iter().map(|r| r.mib_per_s()).collect::<Vec<_>>())
+    }
+
+    fn pages_spread(&self) -> Option<Spread> {
+        Spread::of(
+            &self
+                .runs
+                .iter()
+                .map(|r| r.pages_per_s())
+                .collect::<Vec<_>>(),
+        )
+    }
+}
+
+/// One row: cells over one file, alternating.
+#[derive(Debug)]
+pub struct Row {
+    /// Row name.
+    pub label: String,
+    /// The x value of this row in the section's chart.
+    pub x: f64,
+    /// Index of the file in the report's targets.
+    pub target: usize,
+    /// The configurations.
+    pub cells: Vec<Cell>,
+}
+
+impl Row {
+    /// The best baseline (not pagestream, not fio) by median MiB/s.
+    pub fn best_baseline(&self) -> Option<(&Cell, f64)> {
+        self.cells
+            .iter()
+            .filter(|c| !c.cfg.engine.is_pagestream() && c.cfg.engine != Engine::Fio)
+            .filter_map(|c| c.spread().map(|s| (c, s.median)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// fio's median MiB/s, if it ran.
+    pub fn fio(&self) -> Option<f64> {
+        self.cells
+            .iter()
+            .find(|c| c.cfg.engine == Engine::Fio)
+            .and_then(|c| c.spread())
+            .map(|s| s.median)
+    }
+}
+
+/// One section of the report.
+#[derive(Debug)]
+pub struct Section {
+    /// 1–5.
+    pub id: u8,
+    /// Heading.
+    pub title: String,
+    /// What it shows and how.
+    pub note: String,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+/// File sizes and repeats of a report.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    repeat: usize,
+    seq: u64,
+    bitmap: u64,
+    backward: u64,
+    random: u64,
+    densities: &'static [f64],
+    bitmap_ios: &'static [usize],
+    combines: &'static [usize],
+    depths: &'static [usize],
+}
+
+const FULL: Scale = Scale {
+    repeat: 5,
+    seq: 1 << 30,
+    bitmap: 256 << 20,
+    backward: 256 << 20,
+    random: 256 << 20,
+    densities: &[0.001, 0.01, 0.1, 0.5, 1.0],
+    bitmap_ios: &[0, 1, 2, 4, 8, 16],
+    combines: &[1, 8, 16, 32],
+    depths: &[1, 2, 4, 8, 16, 32, 64],
+};
+
+const QUICK: Scale = Scale {
+    repeat: 3,
+    seq: 64 << 20,
+    bitmap: 32 << 20,
+    backward: 32 << 20,
+    random: 16 << 20,
+    densities: &[0.01, 0.1, 1.0],
+    bitmap_ios: &[0, 16],
+    combines: &[1, 16],
+    depths: &[1, 16, 64],
+};
+
+const BS: usize = 8192;
+
+fn cfg(engine: Engine, pattern: Pattern, cache: Cache) -> ScanConfig {
+    ScanConfig {
+        engine,
+        pattern,
+        cache,
+        direct: engine.direct_only(),
+        readahead: true,
+        block_size: BS,
+        combine: 16,
+        max_ios: 16,
+        pool_frames: 16384,
+        backward_combining: true,
+        seed: 1,
+    }
+}
+
+fn cell(label: impl Into<String>, cfg: ScanConfig, fio_ok: bool) -> Option<Cell> {
+    check(&cfg).ok()?;
+    let error = (cfg.engine == Engine::Fio && !fio_ok)
+        .then(|| "fio is not installed (apt-get install -y fio)".to_string());
+    Some(Cell {
+        label: label.into(),
+        cfg,
+        runs: Vec::new(),
+        error,
+    })
+}
+
+/// The files and sections of a report at `scale`.
+fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut target = |size: u64| match sizes.iter().position(|&s| s == size) {
+        Some(i) => i,
+        None => {
+            sizes.push(size);
+            sizes.len() - 1
+        }
+    };
+    let mut sections = Vec::new();
+    use Engine::*;
+    if only.contains(&1) {
+        let t = target(scale.seq);
+        let mut rows = Vec::new();
+        for (label, cache, direct) in [
+            ("cold, buffered", Cache::Cold, false),
+            ("cold, O_DIRECT", Cache::Cold, true),
+            ("warm", Cache::Warm, false),
+            ("hot", Cache::Hot, false),
+        ] {
+            let cells = Engine::ALL
+                .into_iter()
+                .filter_map(|e| {
+                    let mut c = cfg(e, Pattern::Forward, cache);
+                    c.direct |= direct;
+                    if direct && matches!(e, FadvisePrefetch) {
+                        return None; // advice means nothing to O_DIRECT
+                    }
+                    let l = if e.direct_only() && !direct {
+                        format!("{e} (O_DIRECT)")
+                    } else {
+                        e.name().to_string()
+                    };
+                    cell(l, c, fio_ok)
+                })
+                .collect();
+            rows.push(Row {
+                label: label.into(),
+                x: rows.len() as f64,
+                target: t,
+                cells,
+            });
+        }
+        sections.push(Section {
+            id: 1,
+            title: format!(
+                "Sequential scan, cold / warm / hot ({})",
+                format_size(scale.seq)
+            ),
+            note: "forward, max_ios 16, io_combine_limit 16 (fio: bs 128 KiB, iodepth 16, \
+                   io_uring). hot: pagestream's pool holds the file; the baselines have no \
+                   pool, so their hot runs read from the OS page cache (as warm). glommio \
+                   engines read with O_DIRECT only."
+                .into(),
+            rows,
+        });
+    }
+    if only.contains(&2) {
+        let t = target(scale.bitmap);
+        let mut rows = Vec::new();
+        for (mode, direct, readahead) in [
+            ("read-ahead on", false, true),
+            ("read-ahead off", false, false),
+            ("O_DIRECT", true, true),
+        ] {
+            for &d in scale.densities {
+                for &mi in scale.bitmap_ios {
+                    let engines: &[Engine] = match (direct, readahead) {
+                        (true, _) => &[ThreadPool, TokioUring, Glommio, PreadLoop, GlommioStream],
+                        (false, true) => &[ThreadPool, TokioUring, PreadLoop, FadvisePrefetch],
+                        (false, false) => &[ThreadPool, PreadLoop, FadvisePrefetch],
+                    };
+                    let cells = engines
+                        .iter()
+                        .filter_map(|&e| {
+                            let mut c = cfg(e, Pattern::Bitmap(d), Cache::Cold);
+                            c.direct |= direct;
+                            c.readahead = readahead;
+                            c.max_ios = mi;
+                            if e == FadvisePrefetch && mi == 0 {
+                                return None; // no hints: it is pread-loop
+                            }
+                            cell(e.name(), c, fio_ok)
+                        })
+                        .collect();
+                    rows.push(Row {
+                        label: format!("{mode}, density {d}, max_ios {mi}"),
+                        x: d,
+                        target: t,
+                        cells,
+                    });
+                }
+            }
+        }
+        sections.push(Section {
+            id: 2,
+            title: format!("Bitmap scan ({}, cold)", format_size(scale.bitmap)),
+            note: "bitmap:DENSITY = that fraction of the blocks, seeded (seed 1), ascending; \
+                   io_combine_limit 16. read-ahead off = POSIX_FADV_RANDOM on the file the \
+                   engine reads (tokio-uring's file exposes no descriptor, so it has no such \
+                   rows). fio has no bitmap pattern."
+                .into(),
+            rows,
+        });
+    }
+    if only.contains(&3) {
+        let t = target(scale.backward);
+        let mut rows = Vec::new();
+        for &comb in scale.combines {
+            let mut cells = Vec::new();
+            for e in [ThreadPool, TokioUring, Glommio, PreadLoop] {
+                for p in [Pattern::Forward, Pattern::Backward] {
+                    let mut c = cfg(e, p, Cache::Cold);
+                    c.direct = true;
+                    c.combine = comb;
+                    cells.extend(cell(format!("{e} {p}"), c, fio_ok));
+                }
+            }
+            let mut c = cfg(ThreadPool, Pattern::Backward, Cache::Cold);
+            c.direct = true;
+            c.combine = comb;
+            c.backward_combining = false;
+            cells.extend(cell("threadpool backward, no combining", c, fio_ok));
+            rows.push(Row {
+                label: format!("io_combine_limit {comb}"),
+                x: comb as f64,
+                target: t,
+                cells,
+            });
+        }
+        sections.push(Section {
+            id: 3,
+            title: format!(
+                "Forward against backward ({}, cold, O_DIRECT)",
+                format_size(scale.backward)
+            ),
+            note: "max_ios 16; backward combining on unless the column says otherwise; \
+                   pread-loop reads one block at a time either way."
+                .into(),
+            rows,
+        });
+    }
+    if only.contains(&4) {
+        let t = target(scale.random);
+        let mut rows = Vec::new();
+        for &depth in scale.depths {
+            let cells = [
+                ThreadPool,
+                TokioUring,
+                Glommio,
+                PreadLoop,
+                GlommioStream,
+                Fio,
+            ]
+            .into_iter()
+            .filter_map(|e| {
+                let mut c = cfg(e, Pattern::Random, Cache::Cold);
+                c.direct = true;
+                c.max_ios = depth;
+                cell(e.name(), c, fio_ok)
+            })
+            .collect();
+            rows.push(Row {
+                label: format!("max_ios {depth}"),
+                x: depth as f64,
+                target: t,
+                cells,
+            });
+        }
+        sections.push(Section {
+            id: 4,
+            title: format!(
+                "Random 8 KiB reads ({}, cold, O_DIRECT)",
+                format_size(scale.random)
+            ),
+            note: "every block once in a seeded random order (seed 1); fio: randread, bs 8 KiB, \
+                   iodepth = max_ios, io_uring, its random map (every block once); pread-loop \
+                   and its depth of 1 in every row."
+                .into(),
+            rows,
+        });
+    }
+    (sizes, sections)
+}
+
 /// Runs the report.
-pub fn run(_o: ReportOpts) -> io::Result<()> {
-    Err(io::Error::other("not yet"))
+pub fn run(o: ReportOpts) -> io::Result<()> {
+    let scale = {
+        let mut s = if o.quick { QUICK } else { FULL };
+        if let Some(r) = o.repeat {
+            s.repeat = r;
+        }
+        s
+    };
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| data::data_dir().with_file_name("bench-report"));
+    std::fs::create_dir_all(&out)?;
+    let fio_ok = crate::fio::available();
+    if !fio_ok {
+        eprintln!("pagestream-bench: note: fio is not installed; fio cells are reported as such");
+    }
+    let (sizes, mut sections) = plan(&scale, &o.only, fio_ok);
+    let mut targets = Vec::new();
+    for &size in &sizes {
+        let (path, nblocks) = data::scan_file("pagestream-bench", None, size, BS)?;
+        targets.push(Target::open(&path, nblocks)?);
+    }
+    let started = Instant::now();
+    let load_before = loadavg();
+    let total: u64 = sections
+        .iter()
+        .flat_map(|s| &s.rows)
+        .map(|r| (r.cells.len() * scale.repeat) as u64)
+        .sum();
+    let bar = progress(total, false, "runs");
+    let mut checksums: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let mut problems: Vec<String> = Vec::new();
+    for s in &mut sections {
+        for row in &mut s.rows {
+            let target = &targets[row.target];
+            bar.set_message(format!("§{} {}", s.id, row.label));
+            let n = row.cells.len();
+            for rep in 0..scale.repeat {
+                for k in 0..n {
+                    let c = &mut row.cells[(k + rep) % n];
+                    bar.inc(1);
+                    if c.error.is_some() {
+                        continue;
+                    }
+                    let blocks = c.cfg.pattern.blocks(target.nblocks, c.cfg.seed);
+                    match run_scan(&c.cfg, target, &blocks, rep) {
+                        Ok(r) => {
+                            if let Some(sum) = r.checksum {
+                                let key = block_set_key(row.target, &c.cfg.pattern, c.cfg.seed);
+                                let who =
+                                    format!("§{} {} / {} run {rep}", s.id, row.label, c.label);
+                                match checksums.get(&key) {
+                                    None => {
+                                        checksums.insert(key, (sum, who));
+                                    }
+                                    Some((first, by)) if *first != sum => problems.push(format!(
+                                        "checksum mismatch over {key}: {by} gave {first}, {who} gave {sum}"
+                                    )),
+                                    Some(_) => {}
+                                }
+                            }
+                            c.runs.push(r);
+                        }
+                        Err(e) => {
+                            bar.suspend(|| {
+                                eprintln!(
+                                    "pagestream-bench: §{} {} / {}: {e}",
+                                    s.id, row.label, c.label
+                                )
+                            });
+                            c.error = Some(e.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let remote = if o.only.contains(&5) {
+        Some(remote_rows(o.quick))
+    } else {
+        None
+    };
+    let elapsed = started.elapsed();
+    let meta = Meta {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        commit: git_commit(),
+        when: utc_now(),
+        seconds: elapsed.as_secs_f64(),
+        repeat: scale.repeat,
+        quick: o.quick,
+        load_before,
+        load_after: loadavg(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        files: targets
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} ({})",
+                    t.path.display(),
+                    format_size(t.nblocks * BS as u64)
+                )
+            })
+            .collect(),
+    };
+    let md = markdown(&meta, &sections, remote.as_ref(), &problems);
+    std::fs::write(out.join("report.md"), &md)?;
+    let js = report_json(&meta, &sections, remote.as_ref(), &problems);
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_string_pretty(&js).map_err(io::Error::other)?,
+    )?;
+    let charts = charts(&out, &sections)?;
+    println!(
+        "pagestream-bench report: {} runs in {:.0} s; wrote report.md, report.json and {} \
+         chart(s) in {}",
+        total,
+        elapsed.as_secs_f64(),
+        charts,
+        out.display()
+    );
+    for p in &problems {
+        eprintln!("pagestream-bench: {p}");
+    }
+    if problems.is_empty() {
+        println!(
+            "checksums: every run over the same blocks agrees ({} block sets)",
+            checksums.len()
+        );
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{} checksum mismatch(es)",
+            problems.len()
+        )))
+    }
+}
+
+/// Runs over the same block set must agree: forward, backward and random
+/// all read every block of the file.
+fn block_set_key(target: usize, p: &Pattern, seed: u64) -> String {
+    match p {
+        Pattern::Forward | Pattern::Backward | Pattern::Random => {
+            format!("file {target}, all blocks")
+        }
+        Pattern::Bitmap(d) => format!("file {target}, bitmap:{d} seed {seed}"),
+    }
+}
+
+struct Meta {
+    command: String,
+    commit: String,
+    when: String,
+    seconds: f64,
+    repeat: usize,
+    quick: bool,
+    load_before: String,
+    load_after: String,
+    kernel: String,
+    cpus: usize,
+    files: Vec<String>,
+}
+
+/// The `remote` example's rows, if it is built beside this binary.
+struct Remote {
+    command: String,
+    lines: Vec<Value>,
+    error: Option<String>,
+}
+
+fn remote_rows(quick: bool) -> Remote {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("remote")));
+    let Some(bin) = exe.filter(|p| p.is_file()) else {
+        return Remote {
+            command: "remote --json".into(),
+            lines: Vec::new(),
+            error: Some(
+                "not available: the `remote` example binary is not built beside \
+                 pagestream-bench (cargo build --release --bin remote)"
+                    .into(),
+            ),
+        };
+    };
+    // --quick asks the remote example for fewer repeats; an older remote
+    // without --repeat is run with its defaults.
+    let mut tries: Vec<Vec<&str>> = vec![vec!["--json"]];
+    if quick {
+        tries.insert(0, vec!["--json", "--repeat", "3"]);
+    }
+    let limit = Duration::from_secs(if quick { 45 } else { 600 });
+    let mut last = None;
+    for args in tries {
+        let command = format!("{} {}", bin.display(), args.join(" "));
+        let r = run_remote(&bin, &args, limit);
+        match r {
+            Ok((code, lines, stderr)) => {
+                let error = if code != Some(0) {
+                    Some(format!("exited with {code:?}: {}", stderr.trim()))
+                } else if lines.is_empty() {
+                    Some("printed no JSON lines".into())
+                } else {
+                    None
+                };
+                let usage_error = code == Some(2);
+                last = Some(Remote {
+                    command,
+                    lines,
+                    error,
+                });
+                if !usage_error {
+                    break;
+                }
+            }
+            Err(e) => {
+                last = Some(Remote {
+                    command,
+                    lines: Vec::new(),
+                    error: Some(e),
+                });
+                break;
+            }
+        }
+    }
+    last.expect("at least one try")
+}
+
+/// Runs `bin args` for at most `limit`; its exit code, JSON lines and
+/// stderr.
+fn run_remote(
+    bin: &Path,
+    args: &[&str],
+    limit: Duration,
+) -> Result<(Option<i32>, Vec<Value>, String), String> {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    // Read its output on threads so a full pipe cannot stall it.
+    let mut so = child.stdout.take().expect("piped");
+    let mut se = child.stderr.take().expect("piped");
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut so, &mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut se, &mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("stopped after {} s", limit.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    let lines = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l.trim()).ok())
+        .collect();
+    Ok((status.code(), lines, stderr))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn git_commit() -> String {
+    let run = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let head = run(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty =
+        run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{head} (work tree has uncommitted changes)")
+    } else {
+        head
+    }
+}
+
+fn utc_now() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M:%S UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn fmt_spread(s: &Spread) -> String {
+    format!("{:.1} ({:.1}–{:.1})", s.median, s.min, s.max)
+}
+
+fn ratio(a: f64, b: Option<f64>) -> String {
+    match b {
+        Some(b) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "—".into(),
+    }
+}
+
+fn markdown(
+    meta: &Meta,
+    sections: &[Section],
+    remote: Option<&Remote>,
+    problems: &[String],
+) -> String {
+    let mut m = String::new();
+    let _ = writeln!(m, "# pagestream-bench report\n");
+    let _ = writeln!(m, "- command: `{}`", meta.command);
+    let _ = writeln!(m, "- commit: {}", meta.commit);
+    let _ = writeln!(m, "- finished: {}, took {:.0} s", meta.when, meta.seconds);
+    let _ = writeln!(
+        m,
+        "- machine: {} CPUs, kernel {}, load average before {} / after {}",
+        meta.cpus, meta.kernel, meta.load_before, meta.load_after
+    );
+    let _ = writeln!(m, "- files: {}", meta.files.join(", "));
+    let _ = writeln!(
+        m,
+        "- {} repeats per configuration{}, engines alternating run by run; MiB/s median (min–max); \
+         ratios are of medians: against the best baseline of the row (pread-loop, \
+         fadvise-prefetch, tokio-fs, glommio-stream) and against fio",
+        meta.repeat,
+        if meta.quick { " (--quick: reduced matrix, small files)" } else { "" }
+    );
+    if problems.is_empty() {
+        let _ = writeln!(m, "- checksums: every run over the same blocks agrees");
+    } else {
+        let _ = writeln!(m, "- **checksum mismatches**:");
+        for p in problems {
+            let _ = writeln!(m, "  - {p}");
+        }
+    }
+    for s in sections {
+        let _ = writeln!(m, "\n## {}. {}\n\n{}\n", s.id, s.title, s.note);
+        let _ = writeln!(
+            m,
+            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | vs best baseline | vs fio |"
+        );
+        let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+        for row in &s.rows {
+            let best = row.best_baseline();
+            let fio = row.fio();
+            for c in &row.cells {
+                let label = if c.cfg.engine.is_pagestream() {
+                    format!("**{}**", c.label)
+                } else {
+                    c.label.clone()
+                };
+                match (&c.error, c.spread()) {
+                    (Some(e), _) if c.runs.is_empty() => {
+                        let _ = writeln!(
+                            m,
+                            "| {} | {} | error: {} | | | | | |",
+                            row.label,
+                            label,
+                            e.replace('|', "/")
+                        );
+                    }
+                    (_, Some(sp)) => {
+                        let r = &c.runs[0];
+                        let pages = c.pages_spread().map_or(0.0, |p| p.median);
+                        let shape = match (r.reads, r.mean_blocks_per_read) {
+                            (Some(n), Some(b)) => format!("{n} × {b:.2}"),
+                            _ => "—".into(),
+                        };
+                        let inflight = r.max_in_flight.map_or("—".into(), |v| v.to_string());
+                        let vs_best = match best {
+                            Some((b, _)) if std::ptr::eq(b, c) => "best".to_string(),
+                            _ => ratio(sp.median, best.map(|b| b.1)),
+                        };
+                        let _ = writeln!(
+                            m,
+                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+                            row.label,
+                            label,
+                            fmt_spread(&sp),
+                            pages,
+                            shape,
+                            inflight,
+                            vs_best,
+                            if c.cfg.engine == Engine::Fio {
+                                "1.00x".into()
+                            } else {
+                                ratio(sp.median, fio)
+                            }
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if let Some(r) = remote {
+        let _ = writeln!(
+            m,
+            "\n## 5. Remote storage (the latency wrapper)\n\n`{}`\n",
+            r.command
+        );
+        if let Some(e) = &r.error {
+            let _ = writeln!(
+                m,
+                "| row | result |\n| --- | --- |\n| remote | **{}** |",
+                e.replace('|', "/")
+            );
+        }
+        if !r.lines.is_empty() {
+            // The fields that tell the story, where the rows have them.
+            const KEYS: [&str; 11] = [
+                "row",
+                "reader",
+                "streams",
+                "combine",
+                "max_ios",
+                "pages",
+                "seconds",
+                "round_trips",
+                "reads",
+                "max_in_flight",
+                "speedup_vs_one_at_a_time",
+            ];
+            let keys: Vec<&str> = KEYS
+                .into_iter()
+                .filter(|k| r.lines.iter().any(|l| l.get(k).is_some()))
+                .collect();
+            let _ = writeln!(m, "| {} |", keys.join(" | "));
+            let _ = writeln!(m, "|{}", " --- |".repeat(keys.len()));
+            for l in &r.lines {
+                let vals: Vec<String> = keys
+                    .iter()
+                    .map(|k| match l.get(k) {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(Value::Number(n)) if n.is_f64() => {
+                            format!("{:.4}", n.as_f64().unwrap_or(0.0))
+                        }
+                        Some(v) => v.to_string(),
+                        None => String::new(),
+                    })
+                    .collect();
+                let _ = writeln!(m, "| {} |", vals.join(" | ").replace('\n', " "));
+            }
+            let _ = writeln!(m, "\nEvery field of every row is in report.json.");
+        }
+    }
+    m
+}
+
+fn report_json(
+    meta: &Meta,
+    sections: &[Section],
+    remote: Option<&Remote>,
+    problems: &[String],
+) -> Value {
+    let secs: Vec<Value> = sections
+        .iter()
+        .map(|s| {
+            let rows: Vec<Value> = s
+                .rows
+                .iter()
+                .map(|row| {
+                    let best = row.best_baseline();
+                    let fio = row.fio();
+                    let cells: Vec<Value> = row
+                        .cells
+                        .iter()
+                        .map(|c| {
+                            let sp = c.spread();
+                            json!({
+                                "label": c.label,
+                                "engine": c.cfg.engine.name(),
+                                "median_mib_per_s": sp.map(|s| s.median),
+                                "min_mib_per_s": sp.map(|s| s.min),
+                                "max_mib_per_s": sp.map(|s| s.max),
+                                "median_pages_per_s": c.pages_spread().map(|s| s.median),
+                                "vs_best_baseline": sp.zip(best).map(|(s, b)| s.median / b.1),
+                                "vs_fio": sp.zip(fio).map(|(s, f)| s.median / f),
+                                "error": c.error,
+                                "runs": c.runs.iter().map(|r| r.json()).collect::<Vec<_>>(),
+                            })
+                        })
+                        .collect();
+                    json!({
+                        "label": row.label,
+                        "best_baseline": best.map(|b| b.0.label.clone()),
+                        "best_baseline_mib_per_s": best.map(|b| b.1),
+                        "fio_mib_per_s": fio,
+                        "cells": cells,
+                    })
+                })
+                .collect();
+            json!({"id": s.id, "title": s.title, "note": s.note, "rows": rows})
+        })
+        .collect();
+    json!({
+        "command": meta.command,
+        "commit": meta.commit,
+        "finished": meta.when,
+        "seconds": meta.seconds,
+        "repeat": meta.repeat,
+        "quick": meta.quick,
+        "load_before": meta.load_before,
+        "load_after": meta.load_after,
+        "kernel": meta.kernel,
+        "cpus": meta.cpus,
+        "files": meta.files,
+        "checksum_problems": problems,
+        "sections": secs,
+        "remote": remote.map(|r| json!({"command": r.command, "error": r.error, "rows": r.lines})),
+    })
+}
+
+/// Median MiB/s (or pages/s) per cell label over the rows of `s` whose
+/// label starts with `prefix`, as chart series against each row's x.
+fn series(s: &Section, prefix: &str, pages: bool) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for row in s.rows.iter().filter(|r| r.label.starts_with(prefix)) {
+        for c in &row.cells {
+            let v = if pages { c.pages_spread() } else { c.spread() };
+            let Some(v) = v else { continue };
+            match out.iter_mut().find(|(n, _)| *n == c.label) {
+                Some((_, p)) => p.push((row.x, v.median)),
+                None => out.push((c.label.clone(), vec![(row.x, v.median)])),
+            }
+        }
+    }
+    out
+}
+
+fn charts(out: &Path, sections: &[Section]) -> io::Result<usize> {
+    let mut n = 0;
+    let mut file = |name: &str| -> PathBuf {
+        n += 1;
+        out.join(name)
+    };
+    for s in sections {
+        match s.id {
+            1 => {
+                for row in &s.rows {
+                    let bars: Vec<(String, f64)> = row
+                        .cells
+                        .iter()
+                        .filter_map(|c| {
+                            c.spread()
+                                .map(|sp| (c.cfg.engine.name().to_string(), sp.median))
+                        })
+                        .collect();
+                    let slug = row
+                        .label
+                        .replace([',', ' '], "")
+                        .replace("O_DIRECT", "-direct");
+                    chart::bar_chart(
+                        &file(&format!("seqscan-{slug}.svg")),
+                        &format!("{} — sequential scan, {}", s.title, row.label),
+                        "MiB/s (median)",
+                        &bars,
+                    )?;
+                }
+            }
+            2 => {
+                let ios: Vec<usize> = {
+                    let mut v: Vec<usize> = s
+                        .rows
+                        .iter()
+                        .filter_map(|r| r.cells.first().map(|c| c.cfg.max_ios))
+                        .collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                };
+                let top = ios.last().copied().unwrap_or(16);
+                for (mode, slug) in [
+                    ("read-ahead on", "ra-on"),
+                    ("read-ahead off", "ra-off"),
+                    ("O_DIRECT", "direct"),
+                ] {
+                    // density on x, at the deepest max_ios
+                    let mut ser = Vec::new();
+                    for row in s.rows.iter().filter(|r| {
+                        r.label.starts_with(mode) && r.label.ends_with(&format!("max_ios {top}"))
+                    }) {
+                        for c in &row.cells {
+                            let Some(v) = c.spread() else { continue };
+                            match ser.iter_mut().find(|(n, _): &&mut Series| *n == c.label) {
+                                Some((_, p)) => p.push((row.x, v.median)),
+                                None => ser.push((c.label.clone(), vec![(row.x, v.median)])),
+                            }
+                        }
+                    }
+                    chart::line_chart(
+                        &file(&format!("bitmap-{slug}.svg")),
+                        &format!("bitmap scan, {mode}, max_ios {top}"),
+                        "density (fraction of blocks)",
+                        "MiB/s (median)",
+                        true,
+                        &ser,
+                    )?;
+                }
+            }
+            3 => chart::line_chart(
+                &file("backward.svg"),
+                "forward vs backward, cold, O_DIRECT",
+                "io_combine_limit",
+                "MiB/s (median)",
+                false,
+                &series(s, "", false),
+            )?,
+            4 => chart::line_chart(
+                &file("random.svg"),
+                "random 8 KiB reads, cold, O_DIRECT",
+                "max_ios (fio: iodepth)",
+                "pages/s (median)",
+                true,
+                &series(s, "", true),
+            )?,
+            _ => {}
+        }
+    }
+    Ok(n)
 }
