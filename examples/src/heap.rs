@@ -475,8 +475,10 @@ pub struct Counts {
     /// Visible tuples: what `count(*)` returns.
     pub tuples: u64,
     /// Sum of the first column over visible tuples where it is not NULL
-    /// (when summing).
-    pub sum: i64,
+    /// (when summing). 128 bits: it cannot overflow (PostgreSQL's
+    /// `sum(int4)` is a `bigint` and fails with "bigint out of range"
+    /// where this goes past `i64`).
+    pub sum: i128,
     /// Visible tuples whose first column is not NULL (when summing).
     pub non_null: u64,
     /// `LP_NORMAL` tuples not counted (deleted, updated, or aborted
@@ -493,7 +495,7 @@ pub struct Counts {
 impl Counts {
     /// `sum(first column)` as SQL sees it: `None` (NULL) when no visible
     /// tuple has a non-NULL first column.
-    pub fn sum_value(&self) -> Option<i64> {
+    pub fn sum_value(&self) -> Option<i128> {
         (self.non_null > 0).then_some(self.sum)
     }
 
@@ -502,7 +504,7 @@ impl Counts {
         self.pages += o.pages;
         self.new_pages += o.new_pages;
         self.tuples += o.tuples;
-        self.sum = self.sum.wrapping_add(o.sum);
+        self.sum += o.sum;
         self.non_null += o.non_null;
         self.invisible += o.invisible;
         self.redirects += o.redirects;
@@ -659,20 +661,23 @@ pub fn count_page(
                             )));
                         };
                         let v = i32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-                        c.sum = c.sum.wrapping_add(i64::from(v));
+                        c.sum += i128::from(v);
                         c.non_null += 1;
                     }
                 }
             }
         }
     }
+    if c.redirects > 0 {
+        check_hot_chains(block, page)?;
+    }
     counts.merge(&c);
     Ok(())
 }
 
-/// Checks every redirect's target is a heap-only tuple. Separate from
-/// [`count_page`] so the hot path stays lean; [`count_page`] checks targets
-/// are `LP_NORMAL`.
+/// Checks that every redirect's target is a heap-only tuple (the live end
+/// of a HOT chain). [`count_page`] calls it for pages with redirects, after
+/// checking that each target is an `LP_NORMAL` tuple within the page.
 pub fn check_hot_chains(block: u64, page: &[u8]) -> Result<(), PageError> {
     let h = PageHeader::parse(page);
     if h.upper == 0 || page.len() != BLCKSZ {
@@ -909,7 +914,7 @@ mod tests {
             b.tuple(&TupleSpec::live(&[Some(i32::MAX)]));
         }
         let c = count(&b.build()).unwrap();
-        assert_eq!(c.sum_value(), Some(10 * i64::from(i32::MAX)));
+        assert_eq!(c.sum_value(), Some(10 * i128::from(i32::MAX)));
     }
 
     #[test]
@@ -1068,6 +1073,9 @@ mod tests {
         });
         b.tuple(&TupleSpec::live(&[Some(1)]));
         let e = check_hot_chains(7, &b.build()).unwrap_err();
+        assert!(e.to_string().contains("not a heap-only tuple"), "{e}");
+        // count_page checks it too.
+        let e = count(&b.build()).unwrap_err();
         assert!(e.to_string().contains("not a heap-only tuple"), "{e}");
     }
 

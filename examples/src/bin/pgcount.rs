@@ -225,11 +225,18 @@ struct Relation {
 
 impl Relation {
     /// Finds and checks the segment files of `o.path`.
+    ///
+    /// As PostgreSQL's `mdnblocks`, the relation ends at the first segment
+    /// shorter than a full one; segment files after it must be empty
+    /// (PostgreSQL truncates segments a vacuum cut off to zero length and
+    /// leaves them) and are not scanned. A non-empty one is an error: the
+    /// segment size is wrong, or the files are not one relation.
     fn open(o: Opts) -> io::Result<Relation> {
-        let paths = segment_paths(&o.path)?;
+        let mut paths = segment_paths(&o.path)?;
         let mut plain = Vec::new();
         let mut total = 0u64;
-        let last = paths.len() - 1;
+        // The first segment shorter than a full one: the relation's end.
+        let mut partial: Option<(usize, u64)> = None;
         for (i, p) in paths.iter().enumerate() {
             let f = File::open(p).map_err(|e| named(p, e))?;
             let m = f.metadata().map_err(|e| named(p, e))?;
@@ -240,35 +247,42 @@ impl Relation {
                 ));
             }
             let len = m.len();
-            if len % BLCKSZ as u64 != 0 {
-                return Err(io::Error::new(
+            let bad = |why: String| {
+                Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: {len} bytes is not a multiple of 8192: not a PostgreSQL \
-                         relation of 8 KiB pages",
-                        p.display()
-                    ),
+                    format!("{}: {len} bytes{why}", p.display()),
+                ))
+            };
+            if let Some((k, klen)) = partial {
+                if len != 0 {
+                    return bad(format!(
+                        " after {}, a partial segment of {klen} bytes: segments after the                          relation's end must be empty (is the segment size {}? --segment-size)",
+                        paths[k].display(),
+                        format_size(o.segment_bytes)
+                    ));
+                }
+                continue;
+            }
+            if len % BLCKSZ as u64 != 0 {
+                return bad(
+                    " is not a multiple of 8192: not a PostgreSQL relation of 8 KiB pages".into(),
+                );
+            }
+            if len > o.segment_bytes {
+                return bad(format!(
+                    ", more than a segment of {} bytes ({}; --segment-size)",
+                    o.segment_bytes,
+                    format_size(o.segment_bytes)
                 ));
             }
-            if (i < last && len != o.segment_bytes) || len > o.segment_bytes {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: {len} bytes, but segment files {} {} bytes ({}; --segment-size)",
-                        p.display(),
-                        if i < last {
-                            "before the last must be"
-                        } else {
-                            "are at most"
-                        },
-                        o.segment_bytes,
-                        format_size(o.segment_bytes)
-                    ),
-                ));
+            if len < o.segment_bytes {
+                partial = Some((i, len));
             }
             total += len;
             plain.push(f);
         }
+        // Empty segment files past the end are not part of the relation.
+        paths.truncate(plain.len());
         Ok(Relation {
             nblocks: total / BLCKSZ as u64,
             o,
