@@ -475,6 +475,12 @@ fn pgcount_equals_postgres_count_and_sum() {
         &["16384", "more than a segment of 524288 bytes"],
     );
 
+    // Nor are its free space map and visibility map (vacuum made them).
+    for fork in ["fsm", "vm"] {
+        let p = format!("{}_{fork}", expected[3].path.display());
+        assert!(Path::new(&p).exists(), "{p}");
+        assert_fails(&[&p], &[&p, "not a heap relation's data"]);
+    }
     // An index is not a heap relation.
     assert_fails(
         &[index.to_str().unwrap()],

@@ -232,6 +232,29 @@ impl Relation {
     /// leaves them) and are not scanned. A non-empty one is an error: the
     /// segment size is wrong, or the files are not one relation.
     fn open(o: Opts) -> io::Result<Relation> {
+        // A free space map, visibility map or init fork looks like empty
+        // heap pages (its data sits where a heap page has free space): only
+        // its name tells.
+        let name = o.path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if let Some((_, fork)) = name.as_deref().and_then(|n| n.rsplit_once('_')) {
+            let fork = fork.split('.').next().unwrap_or(fork);
+            let what = match fork {
+                "fsm" => Some("free space map"),
+                "vm" => Some("visibility map"),
+                "init" => Some("init fork (an unlogged relation's empty copy)"),
+                _ => None,
+            };
+            if let Some(what) = what {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: not a heap relation's data: this is its {what}; name the file \
+                         without _{fork}",
+                        o.path.display()
+                    ),
+                ));
+            }
+        }
         let mut paths = segment_paths(&o.path)?;
         let mut plain = Vec::new();
         let mut total = 0u64;
