@@ -4,7 +4,7 @@
 
 use pagestream_bench::pattern::{bitmap_count, Pattern};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pagestream-bench");
@@ -27,7 +27,7 @@ fn run(args: &[&str]) -> Output {
 }
 
 /// Runs a scan with `--json` and returns its one JSON object.
-fn scan(file: &PathBuf, args: &[&str]) -> Value {
+fn scan(file: &Path, args: &[&str]) -> Value {
     let f = file.display().to_string();
     let mut all = vec!["scan", "--file", &f, "--size", SIZE, "--json"];
     all.extend_from_slice(args);
@@ -51,7 +51,7 @@ const BASELINES: [&str; 4] = [
     "glommio-stream",
 ];
 
-fn checksums(file: &PathBuf, pattern: &str, expect_blocks: u64) -> Vec<(String, u64)> {
+fn checksums(file: &Path, pattern: &str, expect_blocks: u64) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for e in STREAM_ENGINES.iter().chain(&BASELINES) {
         let v = scan(
