@@ -72,6 +72,18 @@ fn pg_bindir() -> PathBuf {
     dir
 }
 
+/// `runuser` (util-linux), from `PATH` or where Debian puts it.
+fn runuser() -> PathBuf {
+    let in_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("runuser"));
+    in_path
+        .chain(["/usr/sbin/runuser", "/sbin/runuser"].map(PathBuf::from))
+        .find(|p| p.is_file())
+        .expect("runuser (util-linux) is needed to run PostgreSQL as postgres when root")
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid takes no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -122,7 +134,7 @@ impl Pg {
     fn cmd(&self, prog: &str) -> Command {
         let exe = self.bin.join(prog);
         if self.as_postgres {
-            let mut c = Command::new("runuser");
+            let mut c = Command::new(runuser());
             c.args(["-u", "postgres", "--"]).arg(exe);
             c
         } else {
