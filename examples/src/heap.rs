@@ -56,15 +56,19 @@
 //! - `LP_NORMAL`: a tuple version, counted when
 //!   - its inserter is not known to have aborted: `HEAP_XMIN_INVALID` set
 //!     *without* `HEAP_XMIN_COMMITTED` means aborted; any other state counts
-//!     as committed (hint bits may be unset on a table no one has read since
-//!     the insert: with no transaction in progress, an inserter whose
-//!     commit is not hinted committed unless it aborted, and an aborted
-//!     inserter's tuples get `XMIN_INVALID` from the first reader or
-//!     vacuum). A **frozen** tuple has both `XMIN_COMMITTED` and
+//!     as committed. Hint bits may be unset on a table no one has read since
+//!     the insert; with no transaction in progress such an inserter has
+//!     ended, and it committed unless it aborted — and the tuples of an
+//!     aborted inserter are removed by vacuum or hinted `XMIN_INVALID` by
+//!     the first reader. A **frozen** tuple has both `XMIN_COMMITTED` and
 //!     `XMIN_INVALID` set (`HEAP_XMIN_FROZEN`, PostgreSQL ≥ 9.4; `vacuum
 //!     freeze` writes it; earlier versions wrote `t_xmin = 2`,
-//!     `FrozenTransactionId`) and is always visible to its inserter's
-//!     side; and
+//!     `FrozenTransactionId`): its insert is visible to every transaction.
+//!     A `t_xmin` of 0 (`InvalidTransactionId`) without `XMIN_COMMITTED`
+//!     is a speculative insertion (`INSERT … ON CONFLICT`) killed by its
+//!     own transaction, which sets `t_xmin` to 0 to make it dead to
+//!     everyone: not counted (PostgreSQL treats an invalid xid as aborted);
+//!     and
 //!   - it is not deleted: `t_xmax` is 0, or `HEAP_XMAX_INVALID` is set (no
 //!     deleter, or the deleter aborted and a reader hinted it), or `t_xmax`
 //!     only locked the tuple (`HEAP_XMAX_LOCK_ONLY`, or an exclusive lock
@@ -80,11 +84,8 @@
 //!   `HEAP_HOT_UPDATED`), so it is not counted; the new version
 //!   (`HEAP_ONLY_TUPLE`) is. After pruning, the old version's line pointer
 //!   becomes a redirect. Pre-9.0 `VACUUM FULL` moves (`HEAP_MOVED_OFF` /
-//!   `HEAP_MOVED_IN`, judged by `t_xvac`) are not interpreted: such tuples
-//!   cannot survive a `pg_upgrade` to 15 without a vacuum.
-//!
-//! A `t_xmin` of 0 (`InvalidTransactionId`) on a tuple that is not frozen is
-//! reported as corruption.
+//!   `HEAP_MOVED_IN`, judged by `t_xvac`) are not interpreted: only a
+//!   cluster `pg_upgrade`d from before 9.0 can hold them.
 //!
 //! # The first column
 //!
@@ -329,9 +330,11 @@ impl TupleHeader {
     }
 
     /// The inserter is known to have aborted: `XMIN_INVALID` without
-    /// `XMIN_COMMITTED`.
+    /// `XMIN_COMMITTED`, or `t_xmin` 0 (a killed speculative insertion)
+    /// without `XMIN_COMMITTED`.
     pub fn xmin_aborted(&self) -> bool {
-        self.infomask & infomask::HEAP_XMIN_FROZEN == infomask::HEAP_XMIN_INVALID
+        let hints = self.infomask & infomask::HEAP_XMIN_FROZEN;
+        hints == infomask::HEAP_XMIN_INVALID || (self.xmin == 0 && hints == 0)
     }
 
     /// `HEAP_XMAX_IS_LOCKED_ONLY`: `t_xmax` only locked the tuple.
@@ -639,11 +642,6 @@ pub fn count_page(
                         t.natts(),
                         if t.has_nulls() { ", with nulls" } else { "" }
                     )));
-                }
-                if t.xmin == 0 && !t.is_frozen() {
-                    return Err(bad_tuple(
-                        "t_xmin is 0 (InvalidTransactionId) on a tuple that is not frozen".into(),
-                    ));
                 }
                 if !t.is_visible() {
                     c.invisible += 1;
@@ -955,6 +953,8 @@ mod tests {
             (with(100, 0, HEAP_XMIN_FROZEN | HEAP_XMAX_INVALID), true), // frozen
             (with(2, 0, HEAP_XMAX_INVALID), true),     // pre-9.4 frozen
             (with(100, 0, HEAP_XMIN_INVALID | HEAP_XMAX_INVALID), false), // aborted insert
+            (with(0, 0, HEAP_XMAX_INVALID), false),    // killed speculative insertion
+            (with(0, 0, HEAP_XMIN_INVALID | HEAP_XMAX_INVALID), false),
             (with(100, 200, HEAP_XMIN_COMMITTED), false), // deleted, unhinted
             (
                 with(100, 200, HEAP_XMIN_COMMITTED | HEAP_XMAX_COMMITTED),
@@ -1233,12 +1233,12 @@ mod tests {
         })
         .unwrap()
         .contains("t_hoff 24"));
-        assert!(tuple_err(&|t| t[0] = 0).unwrap().contains("t_xmin is 0"));
         // A first column too short for an int4.
         assert!(tuple_err(&|t| t.truncate(26))
             .unwrap()
             .contains("not an int4"));
-        // Frozen with xmin 0 is not an error.
+        // xmin 0 with XMIN_COMMITTED or frozen is trusted, as PostgreSQL does.
+        assert_eq!(tuple_err(&|t| t[0] = 0), None);
         assert_eq!(
             tuple_err(&|t| {
                 t[0] = 0;
