@@ -95,7 +95,12 @@
 //! are reported as NULL) or when the null bitmap says so; otherwise the 4
 //! bytes at `t_hoff` (an `int4` is 4-aligned, and `t_hoff` is MAXALIGNed,
 //! so the first attribute starts exactly there). The heap does not say
-//! whether the column *is* an `int4`: the caller does.
+//! whether the column *is* an `int4`: the caller does. "First" means
+//! attribute number 1 as stored: if that column was dropped
+//! (`alter table … drop column`), SQL's first column is another one, and
+//! if a table got its first column from `alter table … add column … default
+//! X` after rows were written, those rows' value is `X` in the catalog
+//! (`attmissingval`) but NULL here.
 
 use std::fmt;
 
