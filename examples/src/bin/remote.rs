@@ -12,12 +12,19 @@
 //! memory ([`MemEngine`]). Every read goes through [`Delayed`] (a fixed
 //! latency per read, however many blocks, reads overlapping freely, no
 //! kernel read-ahead; the completions run on one [`ThreadTimer`] thread,
-//! which also copies the pages) and through a [`Capped`] with no cap, which
-//! only records the most reads the storage had in flight at once, all
-//! streams together. The pool is 1 MiB (128 frames) unless `--pool-frames`
-//! says otherwise, fresh for every run, so every run starts cold. All the
-//! streams of a row are polled by one thread (the machine has two cores and
-//! the timer thread spins on one of them); the consumer checksums each page.
+//! which also copies the pages), under a counter of the reads the storage
+//! has in flight, all streams together. The pool is 1 MiB (128 frames)
+//! unless `--pool-frames` says otherwise, fresh for every run, so every run
+//! starts cold. The consumer checksums every page and the checksums are
+//! checked against the table's.
+//!
+//! All the streams of a row run on one thread, round robin, one page per
+//! stream per pass, as if each ran on a CPU of its own at the same speed
+//! (the machine has two cores and the timer thread needs one). That thread
+//! spins while every stream waits (`--executor spin`, the default); with
+//! `--executor park` it sleeps, and each completion then costs the timer
+//! thread a futex wake, which at 500 completions per millisecond makes the
+//! simulated storage itself slower than 0.2 ms per read.
 //!
 //! # Rows
 //!
@@ -31,7 +38,11 @@
 //!   whole table with `io_combine_limit` 16, each started when the previous
 //!   one has returned 10% of the table; with synchronized scans
 //!   ([`SyncScans`]: a new scan starts where the running scans have reached
-//!   and wraps around) or without (every scan starts at block 0).
+//!   and wraps around) or without (every scan starts at block 0). The
+//!   consumers report their position after every page
+//!   ([`SyncScans::report`]); `--sync-report lookahead` has the sources
+//!   report it as the stream looks ahead instead (PostgreSQL 17's point of
+//!   report), which starts a new scan ahead of the running one's pins.
 //! - `parallel`: `--workers` (default 2) streams over one [`ParallelScan`]:
 //!   every block goes to exactly one worker.
 //!
@@ -64,9 +75,11 @@
 //!   `R = N + max(0, (S − 1) × g − F)`: with 10 scans, 3000 pages and 128
 //!   frames, `R = 3000 + 2700 − 128 = 5572`, **1.86 reads per page at best**,
 //!   and the target of 1.2 needs `(S − 1) × g − F ≤ 0.2 × N`, a pool
-//!   of at least 2100 frames even with perfect replacement (clock sweep, like
-//!   LRU, keeps nothing useful on a cyclic scan larger than the pool, so it
-//!   needs more; `remote --rows sync-on --pool-frames F` measures where).
+//!   of at least 2100 frames even with perfect replacement. The pool's clock
+//!   sweep, like LRU, keeps nothing useful on a cyclic scan larger than the
+//!   pool: the pack reads `N + (S − 1) × g` (1.90 per page here) on every
+//!   pool smaller than the table, and `N` once the table fits
+//!   (`remote --rows sync-on --pool-frames F` measures it).
 //! - **not synchronized** (`sync-off`): scan `k` trails scan `k − 1` by `g`
 //!   pages. When it needs a page, the pages it needs next were last read
 //!   before (by scan `k − 1`) and at most `F` of any `g` of them can be in
@@ -97,7 +110,8 @@
 //! `reads`, `pages_read_from_storage` (all streams together),
 //! `max_in_flight` (at the storage, all streams together),
 //! `achieved_latency_ms` (the wrapper's mean from submission to completion),
-//! `reads_shared`, `limit` (what bound look-ahead most often), and more.
+//! `mean_in_flight` (reads × achieved latency ÷ seconds), `reads_shared`,
+//! `limit` (what bound look-ahead most often), and more.
 //! Counters come from the run with the median time; `…_min`/`…_max` of
 //! `pages_read_from_storage` show their spread over the runs. Runs of the
 //! rows are interleaved (row after row, repeat after repeat). Every stream's
@@ -146,8 +160,9 @@ options:
   --sync-report WHO   consumer (default): synchronized scans start where the
                       running scans' consumers are; lookahead: where their
                       look-ahead is (PostgreSQL 17's report point)
-  --executor KIND     park (default): the consumer thread sleeps while it
-                      waits (futures' block_on); spin: it spins, yielding
+  --executor KIND     spin (default): the consumer thread spins (yielding)
+                      while it waits; park: it sleeps (futures' block_on),
+                      and every completion costs the timer thread a wake-up
   --ramp              also print the distance ramp, round trip by round trip
   --json              one JSON object per row on stdout instead of the table
   --verbose           every run's per-stream counters on stderr
@@ -261,7 +276,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         json: false,
         verbose: false,
         consumer_reports: true,
-        spin: false,
+        spin: true,
     };
     while let Some(arg) = args.next_arg()? {
         let Arg::Flag(name) = &arg else {
@@ -493,6 +508,14 @@ struct Run {
     /// Every stream's counters merged (maxima are maxima).
     stats: StreamStats,
     pool_evictions: u64,
+}
+
+impl Run {
+    /// Reads in flight on average over the run: the time reads spent in
+    /// flight (reads × mean latency) over the run's time.
+    fn mean_in_flight(&self) -> f64 {
+        self.reads as f64 * self.achieved_latency.as_secs_f64() / self.seconds
+    }
 }
 
 /// What every run shares: the table and the timer thread.
@@ -731,9 +754,12 @@ fn drive(
 
 /// Runs `fut` to completion on this thread without ever sleeping: between
 /// polls it spins (yielding the CPU) until the future's waker is called.
-/// A parked thread costs a futex wake on the timer thread and a scheduler
-/// wake-up on this one for every completion, which at 0.2 ms per read and
-/// 100 reads in flight is more than the storage's time.
+/// With a sleeping thread (`futures::executor::block_on`), every completion
+/// costs the one timer thread a futex wake: at 0.2 ms per read and 100
+/// reads in flight that is 500 wake-ups per millisecond, more than the
+/// timer thread keeps up with on this VM (achieved latency 0.30–0.37 ms
+/// instead of 0.2, measured) — the simulated storage, not the stream, is
+/// then the bottleneck.
 fn spin_block_on<F: std::future::Future>(fut: F) -> F::Output {
     struct Flag(std::sync::atomic::AtomicBool);
     impl std::task::Wake for Flag {
@@ -868,6 +894,7 @@ impl Summary {
             )
             .set("max_in_flight", r.max_in_flight)
             .set("max_in_flight_stream", r.stats.max_in_flight)
+            .set("mean_in_flight", r.mean_in_flight())
             .set(
                 "achieved_latency_ms",
                 r.achieved_latency.as_secs_f64() * 1e3,
@@ -882,10 +909,21 @@ impl Summary {
             .set("limit", limit_name(r.stats.binding_limit()))
             .set("pool_frames", o.pool_frames)
             .set("pool_evictions", r.pool_evictions)
-            .set("max_ios", sh.max_ios);
+            .set("max_ios", sh.max_ios)
+            .set("executor", if o.spin { "spin" } else { "park" });
         if matches!(self.row, Row::SyncOn | Row::SyncOff) {
             j.set("sync", self.row == Row::SyncOn)
                 .set("stagger_pages", stagger(o.pages));
+            if self.row == Row::SyncOn {
+                j.set(
+                    "sync_report",
+                    if o.consumer_reports {
+                        "consumer"
+                    } else {
+                        "lookahead"
+                    },
+                );
+            }
         }
         if let Some(one) = one {
             j.set("speedup_vs_one_at_a_time", one / self.spread.median);
@@ -911,18 +949,19 @@ fn limit_name(l: Option<Limit>) -> String {
 
 fn print_table(o: &Opts, sums: &[Summary], one: Option<f64>) {
     println!(
-        "{:<14} {:>3} {:>3} {:>24} {:>8} {:>6} {:>7} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:<11}",
+        "{:<14} {:>2} {:>2} {:>23} {:>7} {:>6} {:>7} {:>5} {:>7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>4} {:<10}",
         "row",
         "C",
         "S",
         "ms median (min–max)",
-        "ideal ms",
+        "ideal",
         "x idl",
         "x 1-at",
         "reads",
         "storage",
         "/page",
-        "flight",
+        "fl.max",
+        "fl.avg",
         "lat ms",
         "shared",
         "ramp",
@@ -940,7 +979,7 @@ fn print_table(o: &Opts, sums: &[Summary], one: Option<f64>) {
             .as_ref()
             .map_or("-".to_string(), |r| ramp_round_trips(r).to_string());
         println!(
-            "{:<14} {:>3} {:>3} {:>24} {:>8.2} {:>5.2}x {:>7} {:>6} {:>7} {:>6.2} {:>6} {:>6.3} {:>7} {:>6} {:<11}",
+            "{:<14} {:>2} {:>2} {:>23} {:>7.2} {:>5.2}x {:>7} {:>5} {:>7} {:>5.2} {:>6} {:>6.1} {:>6.3} {:>6} {:>4} {:<10}",
             s.row.name(),
             sh.combine,
             sh.streams,
@@ -957,6 +996,7 @@ fn print_table(o: &Opts, sums: &[Summary], one: Option<f64>) {
             r.pages_read_from_storage,
             r.pages_read_from_storage as f64 / o.pages as f64,
             r.max_in_flight,
+            r.mean_in_flight(),
             r.achieved_latency.as_secs_f64() * 1e3,
             r.stats.shared_reads,
             ramp,
