@@ -7,6 +7,8 @@
 #   park      the single-stream and parallel rows with the consumer thread
 #             sleeping while it waits (--executor park) instead of spinning:
 #             what the timer thread's wake-ups cost the simulation
+#   full      the single-stream rows starting at full distance (--full):
+#             what the distance ramp costs
 #   lookahead the synchronized scans with positions reported from the
 #             look-ahead (PostgreSQL 17's report point) instead of the
 #             consumer
@@ -62,6 +64,7 @@ run default --repeat 5 --ramp "$@"
 run default-json --repeat 5 --json "$@"
 cp "$out/remote-default-json.txt" "$out/remote-default.json"
 run park --repeat 5 --executor park --rows one-at-a-time,combine1,combine16,parallel "$@"
+run full --repeat 5 --full --ramp --rows combine1,combine16 "$@"
 run lookahead --repeat 5 --rows sync-on --sync-report lookahead "$@"
 for f in 256 1024 2048 2999 3000 4096; do
   run "pools-$f" --repeat 3 --rows sync-on --pool-frames "$f" "$@"

@@ -100,6 +100,10 @@
 //! one round trip per round, no clocks). Rows `combine1` and `combine16`
 //! report `ramp_round_trips` (round trips until the most reads in flight are
 //! first reached) and `round_trips` (the whole scan) from the same run.
+//! The distance starts at 1 and doubles each time the consumer takes the
+//! first page of a read (PostgreSQL 18); `--full` starts it at
+//! `io_combine_limit` instead (`READ_STREAM_FULL`), which shows what the
+//! ramp costs.
 //!
 //! # Output
 //!
@@ -165,6 +169,8 @@ options:
                       and every completion costs the timer thread a wake-up
   --ramp              also print the distance ramp, round trip by round trip
   --json              one JSON object per row on stdout instead of the table
+  --full              pagestream streams start at full distance
+                      (PostgreSQL's READ_STREAM_FULL): no ramp
   --verbose           every run's per-stream counters on stderr
   --help              this text";
 
@@ -259,6 +265,8 @@ struct Opts {
     consumer_reports: bool,
     /// The consumer thread spins (yielding) instead of sleeping.
     spin: bool,
+    /// Streams start at full distance (`READ_STREAM_FULL`): no ramp.
+    full: bool,
 }
 
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
@@ -276,6 +284,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         json: false,
         verbose: false,
         consumer_reports: true,
+        full: false,
         spin: true,
     };
     while let Some(arg) = args.next_arg()? {
@@ -305,6 +314,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "ramp" => o.ramp = true,
             "json" => o.json = true,
             "verbose" => o.verbose = true,
+            "full" => o.full = true,
             "executor" => {
                 o.spin = args.parsed(|s| match s {
                     "park" => Ok(false),
@@ -570,6 +580,7 @@ impl Bench {
             ReadStream::builder(&pool, engine.clone(), self.file.clone())
                 .max_ios(sh.max_ios)
                 .io_combine_limit(sh.combine)
+                .full(o.full && row != Row::OneAtATime)
                 .build(src)
                 .map_err(io::Error::from)
         };
@@ -796,6 +807,7 @@ fn ramp(o: &Opts, combine: usize) -> io::Result<Vec<(usize, usize)>> {
     let mut s = ReadStream::builder(&pool, stall.clone(), file)
         .max_ios(o.max_ios)
         .io_combine_limit(combine)
+        .full(o.full)
         .build(source::forward(0..o.pages))
         .map_err(io::Error::from)?;
     let waker = noop_waker();
@@ -910,7 +922,8 @@ impl Summary {
             .set("pool_frames", o.pool_frames)
             .set("pool_evictions", r.pool_evictions)
             .set("max_ios", sh.max_ios)
-            .set("executor", if o.spin { "spin" } else { "park" });
+            .set("executor", if o.spin { "spin" } else { "park" })
+            .set("full", o.full);
         if matches!(self.row, Row::SyncOn | Row::SyncOff) {
             j.set("sync", self.row == Row::SyncOn)
                 .set("stagger_pages", stagger(o.pages));
