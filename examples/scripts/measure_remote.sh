@@ -2,7 +2,7 @@
 # The remote measurement of issue 6 (remote storage on a small pool),
 # logged to target/measure/remote-<name>.txt:
 #   default   every row on the 1 MiB pool (128 frames), 0.2 ms per read,
-#             max_ios 100, 3000 pages, --repeat 5, with the distance ramp;
+#             max_ios 100, 3000 pages, --repeat 11, with the distance ramp;
 #             then the same as JSON (remote-default.json)
 #   park      the single-stream and parallel rows with the consumer thread
 #             sleeping while it waits (--executor park) instead of spinning:
@@ -18,8 +18,9 @@
 # process above 5% CPU and the CPUs at least 90% idle over a second (other
 # engineers compile on this 2-core machine; the timer thread and the
 # consumer need both cores), and logs the busiest processes before and
-# after. The whole measurement holds /tmp/pagestream-measure.lock, which the
-# other measurement scripts take too.
+# after and what other processes used of the CPUs during the run
+# (/proc/stat minus remote's own time). The whole measurement holds
+# /tmp/pagestream-measure.lock, which the other measurement scripts take too.
 # Usage: examples/scripts/measure_remote.sh [extra remote flags]
 #        (from anywhere; runs in the workspace root)
 set -u
@@ -55,14 +56,28 @@ run() { # name args...
   quiet > "$out/$name.quiet"
   { echo "## $(date -u +%T) $(git rev-parse --short HEAD) remote $*"; cat "$out/$name.quiet"
     echo "load $(cat /proc/loadavg)"; ps -eo pcpu,comm --sort=-pcpu | head -4; } > "$out/$name.txt"
-  $bin "$@" >> "$out/$name.txt" 2>&1
-  echo "exit $?" >> "$out/$name.txt"
+  local a b rc
+  a=($(head -1 /proc/stat))
+  /usr/bin/time -f "%e %U %S" -o "$out/$name.time" $bin "$@" >> "$out/$name.txt" 2>&1
+  rc=$?
+  b=($(head -1 /proc/stat))
+  echo "exit $rc" >> "$out/$name.txt"
+  # What else ran: all CPUs' busy time (user nice system irq softirq steal,
+  # in clock ticks) minus remote's own user + system time.
+  local tck busy steal
+  tck=$(getconf CLK_TCK)
+  busy=$(( b[1]-a[1] + b[2]-a[2] + b[3]-a[3] + b[6]-a[6] + b[7]-a[7] + b[8]-a[8] ))
+  steal=$(( b[8]-a[8] ))
+  read -r wall usr sys < "$out/$name.time"
+  awk -v busy="$busy" -v steal="$steal" -v tck="$tck" -v wall="$wall" -v usr="$usr" -v sys="$sys" 'BEGIN {
+    printf "cpu: remote used %.2f s (user %.2f, system %.2f) in %.2f s wall; other processes %.2f CPU-s; steal %.2f s\n",
+      usr + sys, usr, sys, wall, busy / tck - usr - sys, steal / tck }' >> "$out/$name.txt"
   { echo "## after: $(date -u +%T) load $(cat /proc/loadavg)"; ps -eo pcpu,comm --sort=-pcpu | head -4; } >> "$out/$name.txt"
-  echo "== $name: remote $*"; grep -vE "^ +[0-9.]+ +[a-z]|^%CPU" "$out/$name.txt"
+  echo "== $name: remote $*"; grep -vE "^ +[0-9.]+ +[a-z]|^%CPU|^\{" "$out/$name.txt"
 }
-run default --repeat 5 --ramp "$@"
-run default-json --repeat 5 --json "$@"
-cp "$out/remote-default-json.txt" "$out/remote-default.json"
+run default --repeat 11 --ramp "$@"
+run default-json --repeat 11 --json "$@"
+grep '^{' "$out/remote-default-json.txt" > "$out/remote-default.json"
 run park --repeat 5 --executor park --rows one-at-a-time,combine1,combine16,parallel "$@"
 run full --repeat 5 --full --ramp --rows combine1,combine16 "$@"
 run lookahead --repeat 5 --rows sync-on --sync-report lookahead "$@"
