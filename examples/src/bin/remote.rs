@@ -448,6 +448,7 @@ impl<E: IoEngine> IoEngine for Counted<E> {
         "counted"
     }
 }
+
 type Source = Box<dyn BlockSource<Data = ()>>;
 type Remote = ReadStream<Engine, Source>;
 
@@ -564,7 +565,7 @@ impl Bench {
         let parallel = ParallelScan::new(n);
         let file_key = self.file.id().raw();
         let starts = RefCell::new(Vec::new());
-        let make = |_k: usize| -> io::Result<Remote> {
+        let make = || -> io::Result<Remote> {
             let src: Source = match row {
                 Row::OneAtATime | Row::Combine1 | Row::Combine16 | Row::SyncOff => {
                     starts.borrow_mut().push(0);
@@ -685,7 +686,7 @@ impl Bench {
 /// pages. `processed` is told the block of every page once its checksum is
 /// taken. Returns each stream's checksum and counters.
 fn drive(
-    make: impl Fn(usize) -> io::Result<Remote>,
+    make: impl Fn() -> io::Result<Remote>,
     processed: impl Fn(u64),
     count: usize,
     stagger: Option<u64>,
@@ -696,8 +697,8 @@ fn drive(
     let mut stats = vec![StreamStats::default(); count];
     // Streams started at once.
     let first = if stagger.is_some() { 1 } else { count };
-    for k in 0..first {
-        streams.push(Some(make(k)?));
+    for _ in 0..first {
+        streams.push(Some(make()?));
     }
     let mut error: Option<io::Error> = None;
     // Round robin, one page per stream per pass, as if each stream ran on
@@ -731,7 +732,7 @@ fn drive(
             if let Some(g) = stagger {
                 if k + 1 == streams.len() && k + 1 < count && sums[k].pages >= g {
                     // The next scan starts now (and is polled in this pass).
-                    match make(k + 1) {
+                    match make() {
                         Ok(next) => streams.push(Some(next)),
                         Err(e) => {
                             error = Some(e);
