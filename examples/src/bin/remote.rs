@@ -1108,3 +1108,54 @@ fn run(o: Opts) -> io::Result<()> {
 fn main() {
     args::main("remote", USAGE, parse_args, run);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Opts {
+        parse_args(Args::new(args.iter().map(|s| s.to_string())))
+            .expect("valid")
+            .expect("not --help")
+    }
+
+    #[test]
+    fn ideal_of_the_issue_configuration() {
+        let o = opts(&[]);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // One at a time: 3000 round trips of 0.2 ms.
+        let (s, r, b) = ideal(&o, Row::OneAtATime);
+        assert!(close(s, 0.6) && r == 3000 && b == 1, "{s} {r} {b}");
+        // 100 one-block reads in flight: 30 round trips.
+        let (s, _, b) = ideal(&o, Row::Combine1);
+        assert!(close(s, 0.006) && b == 100, "{s} {b}");
+        // The 128 frames bind: ⌈3000 / 128⌉ = 24 round trips.
+        let (s, _, b) = ideal(&o, Row::Combine16);
+        assert!(close(s, 0.0048) && b == 128, "{s} {b}");
+        assert_eq!(ideal(&o, Row::Parallel).1, 3000);
+        // The pack re-reads 90% of the table but what 128 frames can hold.
+        assert_eq!(ideal(&o, Row::SyncOn).1, 3000 + 2700 - 128);
+        // Each later scan finds at most 128 of every 300 pages.
+        assert_eq!(ideal(&o, Row::SyncOff).1, 3000 + 9 * 1720);
+        // A pool holding the table: every page once.
+        let big = opts(&["--pool-frames", "3000"]);
+        assert_eq!(ideal(&big, Row::SyncOn).1, 3000);
+        assert_eq!(ideal(&big, Row::SyncOff).1, 3000);
+    }
+
+    #[test]
+    fn rows_parse_in_canonical_order() {
+        assert_eq!(
+            Row::parse_list("parallel,one-at-a-time,parallel").unwrap(),
+            [Row::OneAtATime, Row::Parallel]
+        );
+        assert_eq!(Row::parse_list("all").unwrap(), Row::ALL);
+        assert!(Row::parse_list("combine2").is_err());
+    }
+
+    #[test]
+    fn ramp_counts_round_trips_to_the_most_in_flight() {
+        assert_eq!(ramp_round_trips(&[(1, 1), (2, 2), (8, 8), (8, 8)]), 3);
+        assert_eq!(ramp_round_trips(&[]), 0);
+    }
+}
