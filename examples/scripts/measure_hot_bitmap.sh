@@ -16,7 +16,7 @@ cargo build --release -q --bin seqscan --bin bitmapscan || exit 1
 # Create the data file outside any measured invocation.
 ./target/release/seqscan --runtime threadpool --cache hot --no-memory-loop --prefetch off > /dev/null || exit 1
 measured hot-prefetch ./target/release/seqscan --runtime threadpool --cache hot --repeat 7
-grep -E "^  " target/measure/hot-prefetch.txt
+grep -E "^  [a-z]" target/measure/hot-prefetch.txt
 for args in "uniform 0.001" "uniform 0.01" "clustered 0.05"; do
   set -- $args
   measured "bitmap-$1-$2" ./target/release/bitmapscan --pattern "$1" --density "$2" --repeat 5
