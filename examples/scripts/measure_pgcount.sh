@@ -20,12 +20,14 @@
 # pgcount's count and sum must equal the server's.
 # Logs go to target/measure/pgcount-<UTC time>/; prints medians (min–max).
 #
-# Holds /tmp/pagestream-measure.lock while it runs (the machine is shared).
+# Holds /tmp/pagestream-measure.lock while it runs (the machine is shared)
+# and waits for a quiet machine (quiet.sh) before each measured step.
 # Needs PostgreSQL 15 (PG_BINDIR, default /usr/lib/postgresql/15/bin) with
 # pg_prewarm, about 2.5x the table's size free on disk and 3x in memory.
 # Usage: examples/scripts/measure_pgcount.sh [REPS]   (from anywhere)
 set -u
 cd "$(dirname "$0")/../.."
+. examples/scripts/quiet.sh
 reps=${1:-5}
 rows=${ROWS:-560000}
 bindir=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
@@ -88,6 +90,7 @@ EOF
 fi
 
 # 1. PostgreSQL, hot.
+say "## $(date -u +%T) waiting for a quiet machine: $(quiet)"
 sb_mb=$((table_bytes / 1048576 + 512))
 start_server "-c shared_buffers=${sb_mb}MB -c max_parallel_workers_per_gather=0 -c jit=off"
 rel=$data/$(psql_ -c "select pg_relation_filepath('t')")
@@ -107,7 +110,8 @@ grep -o 'Time: [0-9.]*' "$out/postgres.txt" | awk '{print $2}' | tail -n +2 > "$
 # 2. pgcount.
 run() { # name args...
   local name=$1; shift
-  say "## $(date -u +%T) pgcount $rel $* --json"
+  say "## $(date -u +%T) waiting for a quiet machine: $(quiet)"
+  say "## $(date -u +%T) pgcount $rel $* --json; load $(cat /proc/loadavg)"
   "$bin" "$rel" "$@" --json > "$out/$name.json" 2> "$out/$name.err" || { cat "$out/$name.err"; exit 1; }
   while read -r l; do
     got=$(echo "$l" | sed -E 's/.*"tuples":([0-9]+),"sum":(-?[0-9]+|null).*/\1 \2/')
