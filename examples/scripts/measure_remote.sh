@@ -62,11 +62,12 @@ run() { # name args...
   rc=$?
   b=($(head -1 /proc/stat))
   echo "exit $rc" >> "$out/$name.txt"
-  # What else ran: all CPUs' busy time (user nice system irq softirq steal,
-  # in clock ticks) minus remote's own user + system time.
+  # What else ran: all CPUs' busy time (user nice system irq softirq, in
+  # clock ticks) minus remote's own user + system time; and the time the
+  # hypervisor took from the VM's CPUs (steal).
   local tck busy steal
   tck=$(getconf CLK_TCK)
-  busy=$(( b[1]-a[1] + b[2]-a[2] + b[3]-a[3] + b[6]-a[6] + b[7]-a[7] + b[8]-a[8] ))
+  busy=$(( b[1]-a[1] + b[2]-a[2] + b[3]-a[3] + b[6]-a[6] + b[7]-a[7] ))
   steal=$(( b[8]-a[8] ))
   read -r wall usr sys < "$out/$name.time"
   awk -v busy="$busy" -v steal="$steal" -v tck="$tck" -v wall="$wall" -v usr="$usr" -v sys="$sys" 'BEGIN {
