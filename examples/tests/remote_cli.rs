@@ -38,6 +38,8 @@ fn small_run_reports_every_row() {
         "0.05",
         "--repeat",
         "1",
+        "--retries",
+        "0",
         "--json",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -137,6 +139,8 @@ fn rows_and_ramp_can_be_chosen() {
         "--rows",
         "parallel,combine16",
         "--ramp",
+        "--pin",
+        "off",
         "--json",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -146,6 +150,10 @@ fn rows_and_ramp_can_be_chosen() {
     assert_eq!(rows, ["combine16", "parallel"], "{stdout}");
     for l in stdout.lines() {
         assert_eq!(field(l, "runs"), "2", "{l}");
+        assert_eq!(field(l, "pinned_cpus"), "no", "{l}");
+        // Runs whose storage ran late are run again, and counted.
+        assert!(num(l, "runs_redone") <= 6.0, "{l}");
+        assert!(num(l, "latency_ok_runs") <= 2.0, "{l}");
         assert!(num(l, "seconds_min") <= num(l, "seconds_max"), "{l}");
     }
     // The ramp goes to stderr under --json: reads in flight per round trip.
@@ -173,6 +181,8 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["--rows", "fast"], "--rows"),
         (&["--executor", "threads"], "--executor"),
         (&["--sync-report", "never"], "--sync-report"),
+        (&["--pin", "maybe"], "--pin"),
+        (&["--retries", "-1"], "--retries"),
         (&["--latency-ms"], "needs a value"),
         (&["--json=yes"], "takes no value"),
         (&["stray"], "unexpected argument"),
