@@ -3,7 +3,10 @@
 # logged to target/measure/remote-<name>.txt:
 #   default   every row on the 1 MiB pool (128 frames), 0.2 ms per read,
 #             max_ios 100, 3000 pages, --repeat 11, with the distance ramp;
-#             then the same as JSON (remote-default.json)
+#             then the same as JSON (remote-default.json), invoked
+#             again (up to 4 times in all) while a row's runs stayed late
+#             (remote runs a run again when its storage missed 0.2 ms by
+#             more than 10%; a run late after that was disturbed)
 #   park      the single-stream and parallel rows with the consumer thread
 #             sleeping while it waits (--executor park) instead of spinning:
 #             what the timer thread's wake-ups cost the simulation
@@ -76,9 +79,25 @@ run() { # name args...
   { echo "## after: $(date -u +%T) load $(cat /proc/loadavg)"; ps -eo pcpu,comm --sort=-pcpu | head -4; } >> "$out/$name.txt"
   echo "== $name: remote $*"; grep -vE "^ +[0-9.]+ +[a-z]|^%CPU|^\{" "$out/$name.txt"
 }
+# Rows whose runs stayed late after remote's own retries (another
+# process or the hypervisor took the storage thread's CPU for longer than a
+# run): the invocation was disturbed.
+disturbed() { # log
+  grep '^{' "$1" | grep -E '"row":"(one-at-a-time|combine1|combine16|parallel)"' |
+    awk '{ match($0, /"runs":[0-9]+/); r = substr($0, RSTART + 7, RLENGTH - 7)
+           match($0, /"latency_ok_runs":[0-9]+/); k = substr($0, RSTART + 18, RLENGTH - 18)
+           if (k != r) n++ } END { print n + 0 }'
+}
 run default --repeat 11 --ramp "$@"
-run default-json --repeat 11 --json "$@"
-grep '^{' "$out/remote-default-json.txt" > "$out/remote-default.json"
+# The headline figures: run again (up to 3 times) while disturbed.
+for try in 1 2 3 4; do
+  name=default-json; [ "$try" -gt 1 ] && name=default-json-try$try
+  run "$name" --repeat 11 --json "$@"
+  d=$(disturbed "$out/remote-$name.txt")
+  echo "rows with late storage after retries: $d" | tee -a "$out/remote-$name.txt"
+  [ "$d" -eq 0 ] && break
+done
+grep '^{' "$out/remote-$name.txt" > "$out/remote-default.json"
 run park --repeat 5 --executor park --rows one-at-a-time,combine1,combine16,parallel "$@"
 run full --repeat 5 --full --ramp --rows combine1,combine16 "$@"
 run lookahead --repeat 5 --rows sync-on --sync-report lookahead "$@"
