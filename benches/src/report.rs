@@ -120,6 +120,9 @@ pub struct Section {
     pub note: String,
     /// The rows.
     pub rows: Vec<Row>,
+    /// Wall-clock seconds the section took (runs, cache preparation, fio
+    /// start-up).
+    pub seconds: f64,
 }
 
 /// File sizes and repeats of a report.
@@ -243,9 +246,12 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
             note: "forward, max_ios 16, io_combine_limit 16 (fio: bs 128 KiB, iodepth 16, \
                    io_uring). hot: pagestream's pool holds the file; the baselines have no \
                    pool, so their hot runs read from the OS page cache (as warm). glommio \
-                   engines read with O_DIRECT only."
+                   engines read with O_DIRECT only. fio's io_uring engine reads cached data \
+                   far slower than a read() loop here, so in the warm and hot rows the fio \
+                   ratio is not a ceiling."
                 .into(),
             rows,
+            seconds: 0.0,
         });
     }
     if only.contains(&2) {
@@ -294,6 +300,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                    rows). fio has no bitmap pattern."
                 .into(),
             rows,
+            seconds: 0.0,
         });
     }
     if only.contains(&3) {
@@ -331,6 +338,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                    pread-loop reads one block at a time either way."
                 .into(),
             rows,
+            seconds: 0.0,
         });
     }
     if only.contains(&4) {
@@ -371,6 +379,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                    and its depth of 1 in every row."
                 .into(),
             rows,
+            seconds: 0.0,
         });
     }
     (sizes, sections)
@@ -411,6 +420,7 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
     let mut checksums: BTreeMap<String, (u64, String)> = BTreeMap::new();
     let mut problems: Vec<String> = Vec::new();
     for s in &mut sections {
+        let section_start = Instant::now();
         for row in &mut s.rows {
             let target = &targets[row.target];
             bar.set_message(format!("§{} {}", s.id, row.label));
@@ -454,6 +464,7 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
                 }
             }
         }
+        s.seconds = section_start.elapsed().as_secs_f64();
     }
     bar.finish_and_clear();
     let remote = if o.only.contains(&5) {
@@ -740,8 +751,19 @@ fn markdown(
             let _ = writeln!(m, "  - {p}");
         }
     }
+    headline(&mut m, sections);
     for s in sections {
-        let _ = writeln!(m, "\n## {}. {}\n\n{}\n", s.id, s.title, s.note);
+        let runs: usize = s
+            .rows
+            .iter()
+            .flat_map(|r| &r.cells)
+            .map(|c| c.runs.len())
+            .sum();
+        let _ = writeln!(
+            m,
+            "\n## {}. {}\n\n{} ({runs} runs, {:.0} s.)\n",
+            s.id, s.title, s.note, s.seconds
+        );
         let _ = writeln!(
             m,
             "| row | engine | MiB/s | pages/s | reads × blocks | in flight | vs best baseline | vs fio |"
@@ -854,6 +876,84 @@ fn markdown(
     m
 }
 
+/// The headline table: per row, each pagestream engine's median MiB/s with
+/// its ratios to the row's best baseline and to fio, then those two.
+fn headline(m: &mut String, sections: &[Section]) {
+    let _ = writeln!(
+        m,
+        "\n## Headline\n\nMiB/s median (× best baseline / × fio; ratios of medians). \
+         Bitmap rows at the deepest max_ios; section 3 at its largest io_combine_limit.\n"
+    );
+    let _ = writeln!(
+        m,
+        "| § | row | threadpool | tokio-uring | glommio | best baseline | fio |"
+    );
+    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- |");
+    for s in sections {
+        let deepest = s
+            .rows
+            .iter()
+            .filter_map(|r| r.cells.first())
+            .map(|c| c.cfg.max_ios)
+            .max();
+        let widest = s
+            .rows
+            .iter()
+            .filter_map(|r| r.cells.first())
+            .map(|c| c.cfg.combine)
+            .max();
+        for row in &s.rows {
+            let first = match row.cells.first() {
+                Some(c) => c,
+                None => continue,
+            };
+            if s.id == 2 && Some(first.cfg.max_ios) != deepest {
+                continue;
+            }
+            if s.id == 3 && Some(first.cfg.combine) != widest {
+                continue;
+            }
+            let best = row.best_baseline();
+            let fio = row.fio();
+            let patterns: Vec<Pattern> = if s.id == 3 {
+                vec![Pattern::Forward, Pattern::Backward]
+            } else {
+                vec![first.cfg.pattern]
+            };
+            for p in patterns {
+                let mut line = format!(
+                    "| {} | {}{} |",
+                    s.id,
+                    row.label,
+                    if s.id == 3 {
+                        format!(", {p}")
+                    } else {
+                        String::new()
+                    }
+                );
+                for e in [Engine::ThreadPool, Engine::TokioUring, Engine::Glommio] {
+                    let c = row.cells.iter().find(|c| {
+                        c.cfg.engine == e && c.cfg.pattern == p && c.cfg.backward_combining
+                    });
+                    let v = match c.and_then(|c| c.spread()) {
+                        Some(sp) => format!(
+                            "{:.0} ({} / {})",
+                            sp.median,
+                            ratio(sp.median, best.map(|b| b.1)),
+                            ratio(sp.median, fio)
+                        ),
+                        None => "—".into(),
+                    };
+                    let _ = write!(line, " {v} |");
+                }
+                let b = best.map_or("—".into(), |(c, v)| format!("{v:.0} ({})", c.label));
+                let f = fio.map_or("—".into(), |v| format!("{v:.0}"));
+                let _ = writeln!(m, "{line} {b} | {f} |");
+            }
+        }
+    }
+}
+
 fn report_json(
     meta: &Meta,
     sections: &[Section],
@@ -897,7 +997,7 @@ fn report_json(
                     })
                 })
                 .collect();
-            json!({"id": s.id, "title": s.title, "note": s.note, "rows": rows})
+            json!({"id": s.id, "title": s.title, "note": s.note, "seconds": s.seconds, "rows": rows})
         })
         .collect();
     json!({
