@@ -12,6 +12,8 @@
 #   micro       cargo bench -p pagestream-bench --bench micro
 #   full        pagestream-bench report           -> target/bench-report-full/
 #   full:LIST   the full report's sections LIST only (e.g. full:1,4)
+#               -> target/bench-report-full-LIST/ (one step per lock: run
+#               full:1 full:2 … to let other measurements in between)
 # Default: quick micro.
 set -u
 cd "$(dirname "$0")/../.."
@@ -58,7 +60,7 @@ cargo build --release -q --bin remote 2> /dev/null || echo "note: remote does no
 cargo bench -q -p pagestream-bench --bench micro --no-run 2> /dev/null || exit 1
 bin=./target/release/pagestream-bench
 # Create the data files outside any measured step.
-for size in 16MiB 32MiB 64MiB 256MiB 1GiB; do
+for size in 16MiB 32MiB 64MiB 128MiB 1GiB; do
   [ -f target/pagestream-data/seqscan-$size.dat ] ||
     $bin scan --engine pread-loop --pattern bitmap:0.001 --cache warm --size $size --json > /dev/null || exit 1
 done
@@ -67,7 +69,7 @@ for step in "$@"; do
   case $step in
     quick) args=(report --quick) ;;
     full) args=(report --out target/bench-report-full) ;;
-    full:*) args=(report --out target/bench-report-full --only "${step#full:}") ;;
+    full:*) args=(report --out "target/bench-report-full-${step#full:}" --only "${step#full:}") ;;
     micro) args=() ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

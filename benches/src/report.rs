@@ -142,9 +142,9 @@ struct Scale {
 const FULL: Scale = Scale {
     repeat: 5,
     seq: 1 << 30,
-    bitmap: 256 << 20,
-    backward: 256 << 20,
-    random: 256 << 20,
+    bitmap: 64 << 20,
+    backward: 128 << 20,
+    random: 64 << 20,
     densities: &[0.001, 0.01, 0.1, 0.5, 1.0],
     bitmap_ios: &[0, 1, 2, 4, 8, 16],
     combines: &[1, 8, 16, 32],
