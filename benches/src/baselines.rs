@@ -12,7 +12,7 @@
 //!   (concurrency `max_ios`, merged requests up to `io_combine_limit`
 //!   blocks) for the other patterns. O_DIRECT only.
 
-use crate::scan::{RunResult, ScanConfig, Target};
+use crate::scan::{RunResult, ScanConfig, Target, Timer};
 use pagestream_examples::checksum::Checksum;
 use serde_json::json;
 use std::alloc::Layout;
@@ -20,7 +20,6 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::time::Instant;
 
 /// A zeroed heap buffer aligned to 4096 bytes (for O_DIRECT reads).
 struct AlignedBuf {
@@ -100,7 +99,7 @@ pub fn pread_loop(
     let mut ck = Checksum::default();
     let mut hints = 0u64;
     let mut next_hint = 0usize;
-    let start = Instant::now();
+    let timer = Timer::start();
     for (i, &b) in blocks.iter().enumerate() {
         if prefetch > 0 {
             // Keep hints for blocks i+1 ..= i+prefetch issued.
@@ -120,8 +119,7 @@ pub fn pread_loop(
         f.read_exact_at(page, b * bs as u64)?;
         ck.add(b, page);
     }
-    let secs = start.elapsed().as_secs_f64();
-    let mut r = RunResult::from_checksum(cfg, run, ck, secs, resident);
+    let mut r = RunResult::from_checksum(cfg, run, ck, timer.stop(), resident);
     r.reads = Some(blocks.len() as u64);
     r.mean_blocks_per_read = Some(1.0);
     r.max_in_flight = Some(1);
@@ -153,14 +151,13 @@ pub fn tokio_fs(
         f.read_exact(&mut page).await?;
         let resident = target.prepare(cfg.cache, false)?;
         let mut ck = Checksum::default();
-        let start = Instant::now();
+        let timer = Timer::start();
         for &b in blocks {
             f.seek(io::SeekFrom::Start(b * bs as u64)).await?;
             f.read_exact(&mut page).await?;
             ck.add(b, &page);
         }
-        let secs = start.elapsed().as_secs_f64();
-        let mut r = RunResult::from_checksum(cfg, run, ck, secs, resident);
+        let mut r = RunResult::from_checksum(cfg, run, ck, timer.stop(), resident);
         r.reads = Some(blocks.len() as u64);
         r.mean_blocks_per_read = Some(1.0);
         r.max_in_flight = Some(1);
@@ -190,7 +187,7 @@ pub fn glommio_stream(
                 let chunk = bs * cfg.combine;
                 let resident = target.prepare(cfg.cache, true)?;
                 let mut ck = Checksum::default();
-                let start;
+                let timer;
                 let api;
                 let reads: Option<u64>;
                 if cfg.pattern == Pattern::Forward {
@@ -200,7 +197,7 @@ pub fn glommio_stream(
                         .with_buffer_size(chunk)
                         .with_end_pos(target.nblocks * bs as u64)
                         .build();
-                    start = Instant::now();
+                    timer = Timer::start();
                     for &b in blocks {
                         let page = reader
                             .get_buffer_aligned(bs as u64)
@@ -220,7 +217,7 @@ pub fn glommio_stream(
                     api = "read_many";
                     let file = std::rc::Rc::new(file);
                     let iovs = futures::stream::iter(blocks.iter().map(|&b| (b * bs as u64, bs)));
-                    start = Instant::now();
+                    timer = Timer::start();
                     let mut results = file
                         .read_many(
                             iovs,
@@ -236,8 +233,7 @@ pub fn glommio_stream(
                     // through its API.
                     reads = None;
                 }
-                let secs = start.elapsed().as_secs_f64();
-                let mut r = RunResult::from_checksum(cfg, run, ck, secs, resident);
+                let mut r = RunResult::from_checksum(cfg, run, ck, timer.stop(), resident);
                 if let Some(n) = reads {
                     r.reads = Some(n);
                     r.mean_blocks_per_read = Some(ck.pages as f64 / n.max(1) as f64);

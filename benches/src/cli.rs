@@ -30,6 +30,8 @@ scan: one configuration, --repeat times.
                      glommio read-ahead)
   --pool-frames N    pagestream pool for cold/warm runs (default 16384)
   --no-backward-combining
+  --full             pagestream: start at full look-ahead distance (no ramp;
+                     PostgreSQL's READ_STREAM_FULL)
   --seed N           seed of random and bitmap (default 1)
   --repeat N         runs (default 1)
   --json             one JSON object per run on stdout, no progress bars
@@ -122,6 +124,7 @@ fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
             pool_frames: 16384,
             backward_combining: true,
             seed: 1,
+            full: false,
         },
         file: None,
         size: 1 << 30,
@@ -147,6 +150,7 @@ fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
             "max-ios" => c.max_ios = args.number()?,
             "pool-frames" => c.pool_frames = args.number()?,
             "no-backward-combining" => c.backward_combining = false,
+            "full" => c.full = true,
             "seed" => c.seed = args.number()?,
             "repeat" => o.repeat = args.number()?,
             "json" => o.json = true,

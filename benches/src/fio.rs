@@ -103,6 +103,16 @@ pub fn run(cfg: &ScanConfig, target: &Target, run: usize) -> io::Result<RunResul
     }
     let bs = cfg.block_size as u64;
     let seconds = io_bytes as f64 / bw;
+    // fio's CPU use, in percent of the job's runtime.
+    let job = &v["jobs"][0];
+    let cpu_seconds = match (
+        job["usr_cpu"].as_f64(),
+        job["sys_cpu"].as_f64(),
+        job["job_runtime"].as_f64(),
+    ) {
+        (Some(u), Some(s), Some(ms)) => Some((u + s) / 100.0 * ms / 1000.0),
+        _ => None,
+    };
     let mut extra = Map::new();
     extra.insert("fio_args".into(), json!(args.join(" ")));
     extra.insert("fio_runtime_ms".into(), read["runtime"].clone());
@@ -113,6 +123,7 @@ pub fn run(cfg: &ScanConfig, target: &Target, run: usize) -> io::Result<RunResul
         blocks: io_bytes / bs,
         bytes: io_bytes,
         seconds,
+        cpu_seconds,
         reads: ios,
         mean_blocks_per_read: ios.map(|n| io_bytes as f64 / bs as f64 / n.max(1) as f64),
         max_in_flight: None,

@@ -178,6 +178,7 @@ fn cfg(engine: Engine, pattern: Pattern, cache: Cache) -> ScanConfig {
         pool_frames: 16384,
         backward_combining: true,
         seed: 1,
+        full: false,
     }
 }
 
@@ -766,9 +767,9 @@ fn markdown(
         );
         let _ = writeln!(
             m,
-            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | vs best baseline | vs fio |"
+            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | vs best baseline | vs fio |"
         );
-        let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+        let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for row in &s.rows {
             let best = row.best_baseline();
             let fio = row.fio();
@@ -782,7 +783,7 @@ fn markdown(
                     (Some(e), _) if c.runs.is_empty() => {
                         let _ = writeln!(
                             m,
-                            "| {} | {} | error: {} | | | | | |",
+                            "| {} | {} | error: {} | | | | | | |",
                             row.label,
                             label,
                             e.replace('|', "/")
@@ -796,19 +797,29 @@ fn markdown(
                             _ => "—".into(),
                         };
                         let inflight = r.max_in_flight.map_or("—".into(), |v| v.to_string());
+                        let cpu = Spread::of(
+                            &c.runs
+                                .iter()
+                                .filter_map(|r| {
+                                    r.cpu_seconds.map(|s| s * 1e6 / r.blocks.max(1) as f64)
+                                })
+                                .collect::<Vec<_>>(),
+                        )
+                        .map_or("—".into(), |s| format!("{:.2}", s.median));
                         let vs_best = match best {
                             Some((b, _)) if std::ptr::eq(b, c) => "best".to_string(),
                             _ => ratio(sp.median, best.map(|b| b.1)),
                         };
                         let _ = writeln!(
                             m,
-                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
                             row.label,
                             label,
                             fmt_spread(&sp),
                             pages,
                             shape,
                             inflight,
+                            cpu,
                             vs_best,
                             if c.cfg.engine == Engine::Fio {
                                 "1.00x".into()

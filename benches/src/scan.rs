@@ -183,6 +183,9 @@ pub struct ScanConfig {
     pub backward_combining: bool,
     /// Seed of `random` and `bitmap`.
     pub seed: u64,
+    /// pagestream: start at full distance, no ramp (`StreamBuilder::full`,
+    /// PostgreSQL's `READ_STREAM_FULL`).
+    pub full: bool,
 }
 
 /// The file a scan reads.
@@ -228,6 +231,42 @@ impl Target {
     }
 }
 
+/// Wall-clock and process CPU time (user + system, every thread of this
+/// process, from `getrusage(RUSAGE_SELF)`) of a timed section.
+#[derive(Debug, Clone, Copy)]
+pub struct Timer {
+    wall: Instant,
+    cpu: f64,
+}
+
+/// This process's CPU seconds so far (user + system, all threads).
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into the valid pointer given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+impl Timer {
+    /// Starts timing.
+    pub fn start() -> Timer {
+        Timer {
+            cpu: process_cpu_seconds(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// (wall seconds, CPU seconds) since [`start`](Self::start).
+    pub fn stop(&self) -> (f64, f64) {
+        let wall = self.wall.elapsed().as_secs_f64();
+        (wall, process_cpu_seconds() - self.cpu)
+    }
+}
+
 /// One timed run.
 #[derive(Debug, Clone)]
 pub struct RunResult {
@@ -241,6 +280,9 @@ pub struct RunResult {
     pub bytes: u64,
     /// Seconds, first read to last page checksummed.
     pub seconds: f64,
+    /// CPU seconds this process used in that time (all threads; fio: its
+    /// own `usr_cpu` + `sys_cpu`).
+    pub cpu_seconds: Option<f64>,
     /// I/O requests (`None` where not measured).
     pub reads: Option<u64>,
     /// Blocks per request.
@@ -293,7 +335,11 @@ impl RunResult {
         m.insert("run".into(), json!(self.run));
         m.insert("readahead".into(), json!(c.readahead));
         m.insert("seed".into(), json!(c.seed));
+        if c.full {
+            m.insert("full".into(), json!(true));
+        }
         m.insert("resident_before".into(), json!(self.resident_before));
+        m.insert("cpu_seconds".into(), json!(self.cpu_seconds));
         for (k, v) in &self.extra {
             m.insert(k.clone(), v.clone());
         }
@@ -305,7 +351,7 @@ impl RunResult {
         cfg: &ScanConfig,
         run: usize,
         ck: Checksum,
-        seconds: f64,
+        (seconds, cpu): (f64, f64),
         resident_before: f64,
     ) -> RunResult {
         RunResult {
@@ -314,6 +360,7 @@ impl RunResult {
             blocks: ck.pages,
             bytes: ck.pages * cfg.block_size as u64,
             seconds,
+            cpu_seconds: cpu.is_finite().then_some(cpu),
             reads: None,
             mean_blocks_per_read: None,
             max_in_flight: None,
@@ -374,6 +421,11 @@ pub fn check(cfg: &ScanConfig) -> Result<(), String> {
     }
     if cfg.max_ios > pagestream::MAX_IOS {
         return Err(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
+    }
+    if cfg.full && !e.is_pagestream() {
+        return Err(format!(
+            "--full: a pagestream stream option; {e} has no ramp to skip"
+        ));
     }
     if cfg.pool_frames == 0 {
         return Err("--pool-frames must be at least 1".into());
@@ -488,7 +540,7 @@ impl StreamScan<'_> {
         env: &E,
         pool: &BufferPool,
         ring: Option<RingSize>,
-    ) -> io::Result<(Checksum, f64, StreamStats)> {
+    ) -> io::Result<(Checksum, (f64, f64), StreamStats)> {
         let file = self.open(env).await?;
         let n = self.target.nblocks;
         match self.cfg.pattern {
@@ -514,23 +566,24 @@ impl StreamScan<'_> {
         file: E::File,
         ring: Option<RingSize>,
         src: S,
-    ) -> io::Result<(Checksum, f64, StreamStats)> {
+    ) -> io::Result<(Checksum, (f64, f64), StreamStats)> {
         let c = self.cfg;
         let mut stream = ReadStream::builder(pool, env.engine(), file)
             .max_ios(c.max_ios)
             .io_combine_limit(c.combine)
             .ring(ring)
             .backward_combining(c.backward_combining)
+            .full(c.full)
             .build(src)
             .map_err(io::Error::from)?;
-        let start = Instant::now();
+        let timer = Timer::start();
         let mut ck = Checksum::default();
         while let Some(page) = stream.next().await {
             let page = page?;
             ck.add(page.block(), &page);
         }
-        let secs = start.elapsed().as_secs_f64();
-        Ok((ck, secs, stream.close().await))
+        let t = timer.stop();
+        Ok((ck, t, stream.close().await))
     }
 }
 
@@ -561,14 +614,14 @@ impl Workload for StreamScan<'_> {
         };
         self.warm_up(&env).await?;
         let resident = self.target.prepare(c.cache, c.direct)?;
-        let (ck, secs, st) = self.pass(&env, &pool, ring).await?;
+        let (ck, t, st) = self.pass(&env, &pool, ring).await?;
         if c.cache == Cache::Hot && st.blocks_read != 0 {
             return Err(io::Error::other(format!(
                 "hot scan read {} blocks: the pool did not keep the pattern's blocks",
                 st.blocks_read
             )));
         }
-        let mut r = RunResult::from_checksum(c, self.run, ck, secs, resident);
+        let mut r = RunResult::from_checksum(c, self.run, ck, t, resident);
         r.reads = Some(st.reads);
         r.mean_blocks_per_read = Some(st.mean_blocks_per_read());
         r.max_in_flight = Some(st.max_in_flight);
