@@ -99,7 +99,7 @@ pub fn pread_loop(
     let mut ck = Checksum::default();
     let mut hints = 0u64;
     let mut next_hint = 0usize;
-    let timer = Timer::start();
+    let timer = Timer::start(target);
     for (i, &b) in blocks.iter().enumerate() {
         if prefetch > 0 {
             // Keep hints for blocks i+1 ..= i+prefetch issued.
@@ -151,7 +151,7 @@ pub fn tokio_fs(
         f.read_exact(&mut page).await?;
         let resident = target.prepare(cfg.cache, false)?;
         let mut ck = Checksum::default();
-        let timer = Timer::start();
+        let timer = Timer::start(target);
         for &b in blocks {
             f.seek(io::SeekFrom::Start(b * bs as u64)).await?;
             f.read_exact(&mut page).await?;
@@ -197,7 +197,7 @@ pub fn glommio_stream(
                         .with_buffer_size(chunk)
                         .with_end_pos(target.nblocks * bs as u64)
                         .build();
-                    timer = Timer::start();
+                    timer = Timer::start(target);
                     for &b in blocks {
                         let page = reader
                             .get_buffer_aligned(bs as u64)
@@ -217,7 +217,7 @@ pub fn glommio_stream(
                     api = "read_many";
                     let file = std::rc::Rc::new(file);
                     let iovs = futures::stream::iter(blocks.iter().map(|&b| (b * bs as u64, bs)));
-                    timer = Timer::start();
+                    timer = Timer::start(target);
                     let mut results = file
                         .read_many(
                             iovs,

@@ -13,7 +13,7 @@
 //! every engine. It hands back no data, so its checksum is `null`.
 
 use crate::pattern::Pattern;
-use crate::scan::{RunResult, ScanConfig, Target};
+use crate::scan::{RunResult, ScanConfig, Target, Timer};
 use serde_json::{json, Map, Value};
 use std::io;
 use std::process::Command;
@@ -70,6 +70,7 @@ pub fn command_line(cfg: &ScanConfig, target: &Target) -> io::Result<Vec<String>
 pub fn run(cfg: &ScanConfig, target: &Target, run: usize) -> io::Result<RunResult> {
     let args = command_line(cfg, target)?;
     let resident = target.prepare(cfg.cache, cfg.direct)?;
+    let timer = Timer::start(target);
     let out = Command::new("fio").args(&args).output().map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -79,6 +80,7 @@ pub fn run(cfg: &ScanConfig, target: &Target, run: usize) -> io::Result<RunResul
             ),
         )
     })?;
+    let outside = timer.stop();
     if !out.status.success() {
         return Err(io::Error::other(format!(
             "fio {} failed: {}",
@@ -113,10 +115,17 @@ pub fn run(cfg: &ScanConfig, target: &Target, run: usize) -> io::Result<RunResul
         (Some(u), Some(s), Some(ms)) => Some((u + s) / 100.0 * ms / 1000.0),
         _ => None,
     };
+    // The device's queue depth over fio's own runtime, not its start-up.
+    let disk = outside.disk.map(|mut d| {
+        d.queue_depth *= outside.seconds / seconds;
+        d
+    });
     let mut extra = Map::new();
     extra.insert("fio_args".into(), json!(args.join(" ")));
     extra.insert("fio_runtime_ms".into(), read["runtime"].clone());
     extra.insert("fio_clat_mean_ns".into(), read["clat_ns"]["mean"].clone());
+    // fio's distribution of I/O depth (percent of the time at each level).
+    extra.insert("fio_iodepth_level".into(), job["iodepth_level"].clone());
     Ok(RunResult {
         cfg: cfg.clone(),
         run,
@@ -124,6 +133,7 @@ pub fn run(cfg: &ScanConfig, target: &Target, run: usize) -> io::Result<RunResul
         bytes: io_bytes,
         seconds,
         cpu_seconds,
+        disk,
         reads: ios,
         mean_blocks_per_read: ios.map(|n| io_bytes as f64 / bs as f64 / n.max(1) as f64),
         max_in_flight: None,

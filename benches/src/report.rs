@@ -740,7 +740,10 @@ fn markdown(
         m,
         "- {} repeats per configuration{}, engines alternating run by run; MiB/s median (min–max); \
          ratios are of medians: against the best baseline of the row (pread-loop, \
-         fadvise-prefetch, tokio-fs, glommio-stream) and against fio",
+         fadvise-prefetch, tokio-fs, glommio-stream) and against fio. in flight: most reads \
+         in flight (pagestream's stats). CPU µs/page: this process's user + system time (fio: \
+         its own). device qd, KiB/req: the file's block device during the run \
+         (/proc/diskstats: mean requests in flight, mean request size; every process's I/O)",
         meta.repeat,
         if meta.quick { " (--quick: reduced matrix, small files)" } else { "" }
     );
@@ -767,9 +770,12 @@ fn markdown(
         );
         let _ = writeln!(
             m,
-            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | vs best baseline | vs fio |"
+            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | device qd, KiB/req | vs best baseline | vs fio |"
         );
-        let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        let _ = writeln!(
+            m,
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        );
         for row in &s.rows {
             let best = row.best_baseline();
             let fio = row.fio();
@@ -783,7 +789,7 @@ fn markdown(
                     (Some(e), _) if c.runs.is_empty() => {
                         let _ = writeln!(
                             m,
-                            "| {} | {} | error: {} | | | | | | |",
+                            "| {} | {} | error: {} | | | | | | | |",
                             row.label,
                             label,
                             e.replace('|', "/")
@@ -806,13 +812,29 @@ fn markdown(
                                 .collect::<Vec<_>>(),
                         )
                         .map_or("—".into(), |s| format!("{:.2}", s.median));
+                        let qd = Spread::of(
+                            &c.runs
+                                .iter()
+                                .filter_map(|r| r.disk.map(|d| d.queue_depth))
+                                .collect::<Vec<_>>(),
+                        );
+                        let kib = Spread::of(
+                            &c.runs
+                                .iter()
+                                .filter_map(|r| r.disk.map(|d| d.kib_per_request))
+                                .collect::<Vec<_>>(),
+                        );
+                        let device = match (qd, kib) {
+                            (Some(q), Some(k)) => format!("{:.1}, {:.0}", q.median, k.median),
+                            _ => "—".into(),
+                        };
                         let vs_best = match best {
                             Some((b, _)) if std::ptr::eq(b, c) => "best".to_string(),
                             _ => ratio(sp.median, best.map(|b| b.1)),
                         };
                         let _ = writeln!(
                             m,
-                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
                             row.label,
                             label,
                             fmt_spread(&sp),
@@ -820,6 +842,7 @@ fn markdown(
                             shape,
                             inflight,
                             cpu,
+                            device,
                             vs_best,
                             if c.cfg.engine == Engine::Fio {
                                 "1.00x".into()

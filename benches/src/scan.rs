@@ -197,15 +197,25 @@ pub struct Target {
     pub nblocks: u64,
     /// A buffered handle for cache control.
     pub plain: File,
+    /// The block device holding it (`major`, `minor`), if it has one.
+    pub dev: Option<(u32, u32)>,
 }
 
 impl Target {
     /// Opens `path` (which holds `nblocks` whole blocks).
     pub fn open(path: &Path, nblocks: u64) -> io::Result<Target> {
+        use std::os::unix::fs::MetadataExt;
+        let plain = File::open(path)?;
+        let d = plain.metadata()?.dev();
+        // glibc's major() / minor() encoding.
+        let major = ((d >> 8) & 0xfff) | ((d >> 32) & !0xfff);
+        let minor = (d & 0xff) | ((d >> 12) & !0xff);
+        let dev = (major as u32, minor as u32);
         Ok(Target {
             path: path.to_path_buf(),
             nblocks,
-            plain: File::open(path)?,
+            plain,
+            dev: DiskSnap::now(dev).map(|_| dev),
         })
     }
 
@@ -232,11 +242,81 @@ impl Target {
 }
 
 /// Wall-clock and process CPU time (user + system, every thread of this
-/// process, from `getrusage(RUSAGE_SELF)`) of a timed section.
+/// process, from `getrusage(RUSAGE_SELF)`) of a timed section, and what the
+/// file's block device did meanwhile (`/proc/diskstats`).
 #[derive(Debug, Clone, Copy)]
 pub struct Timer {
     wall: Instant,
     cpu: f64,
+    disk: Option<((u32, u32), DiskSnap)>,
+}
+
+/// What a timed section took.
+#[derive(Debug, Clone, Copy)]
+pub struct Timed {
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// CPU seconds of this process (NaN if unknown).
+    pub cpu: f64,
+    /// The block device's reads meanwhile.
+    pub disk: Option<DiskUse>,
+}
+
+/// Read counters of a block device (a line of `/proc/diskstats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskSnap {
+    reads: u64,
+    sectors: u64,
+    /// Weighted milliseconds doing I/O (the sum over time of requests in
+    /// flight).
+    weighted_ms: u64,
+}
+
+/// What a block device did during a timed section (every process's I/O:
+/// measure on a quiet machine).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiskUse {
+    /// Read requests the device completed.
+    pub requests: u64,
+    /// Mean KiB per read request.
+    pub kib_per_request: f64,
+    /// Mean requests in flight at the device (weighted I/O time / wall
+    /// time).
+    pub queue_depth: f64,
+}
+
+impl DiskSnap {
+    /// The counters of device `major:minor` now.
+    pub fn now(dev: (u32, u32)) -> Option<DiskSnap> {
+        let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+        text.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 14 || f[0].parse() != Ok(dev.0) || f[1].parse() != Ok(dev.1) {
+                return None;
+            }
+            Some(DiskSnap {
+                reads: f[3].parse().ok()?,
+                sectors: f[5].parse().ok()?,
+                weighted_ms: f[13].parse().ok()?,
+            })
+        })
+    }
+
+    /// From `self` to `later`, over `seconds` of wall time.
+    pub fn until(&self, later: &DiskSnap, seconds: f64) -> DiskUse {
+        let requests = later.reads.saturating_sub(self.reads);
+        let sectors = later.sectors.saturating_sub(self.sectors);
+        let ms = later.weighted_ms.saturating_sub(self.weighted_ms);
+        DiskUse {
+            requests,
+            kib_per_request: sectors as f64 / 2.0 / requests.max(1) as f64,
+            queue_depth: if seconds > 0.0 {
+                ms as f64 / 1e3 / seconds
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// This process's CPU seconds so far (user + system, all threads).
@@ -252,18 +332,24 @@ pub fn process_cpu_seconds() -> f64 {
 }
 
 impl Timer {
-    /// Starts timing.
-    pub fn start() -> Timer {
+    /// Starts timing a section that reads `target`.
+    pub fn start(target: &Target) -> Timer {
+        let disk = target.dev.and_then(|d| DiskSnap::now(d).map(|s| (d, s)));
         Timer {
             cpu: process_cpu_seconds(),
+            disk,
             wall: Instant::now(),
         }
     }
 
-    /// (wall seconds, CPU seconds) since [`start`](Self::start).
-    pub fn stop(&self) -> (f64, f64) {
-        let wall = self.wall.elapsed().as_secs_f64();
-        (wall, process_cpu_seconds() - self.cpu)
+    /// What the section took since [`start`](Self::start).
+    pub fn stop(&self) -> Timed {
+        let seconds = self.wall.elapsed().as_secs_f64();
+        let cpu = process_cpu_seconds() - self.cpu;
+        let disk = self
+            .disk
+            .and_then(|(d, before)| DiskSnap::now(d).map(|after| before.until(&after, seconds)));
+        Timed { seconds, cpu, disk }
     }
 }
 
@@ -283,6 +369,8 @@ pub struct RunResult {
     /// CPU seconds this process used in that time (all threads; fio: its
     /// own `usr_cpu` + `sys_cpu`).
     pub cpu_seconds: Option<f64>,
+    /// What the file's block device did meanwhile.
+    pub disk: Option<DiskUse>,
     /// I/O requests (`None` where not measured).
     pub reads: Option<u64>,
     /// Blocks per request.
@@ -340,6 +428,11 @@ impl RunResult {
         }
         m.insert("resident_before".into(), json!(self.resident_before));
         m.insert("cpu_seconds".into(), json!(self.cpu_seconds));
+        if let Some(d) = self.disk {
+            m.insert("device_requests".into(), json!(d.requests));
+            m.insert("device_kib_per_request".into(), json!(d.kib_per_request));
+            m.insert("device_queue_depth".into(), json!(d.queue_depth));
+        }
         for (k, v) in &self.extra {
             m.insert(k.clone(), v.clone());
         }
@@ -351,7 +444,7 @@ impl RunResult {
         cfg: &ScanConfig,
         run: usize,
         ck: Checksum,
-        (seconds, cpu): (f64, f64),
+        t: Timed,
         resident_before: f64,
     ) -> RunResult {
         RunResult {
@@ -359,8 +452,9 @@ impl RunResult {
             run,
             blocks: ck.pages,
             bytes: ck.pages * cfg.block_size as u64,
-            seconds,
-            cpu_seconds: cpu.is_finite().then_some(cpu),
+            seconds: t.seconds,
+            cpu_seconds: t.cpu.is_finite().then_some(t.cpu),
+            disk: t.disk,
             reads: None,
             mean_blocks_per_read: None,
             max_in_flight: None,
@@ -453,6 +547,7 @@ pub fn run_scan(
             target,
             blocks,
             run,
+            mean_in_flight: std::cell::Cell::new(0.0),
         })?,
         None => match cfg.engine {
             Engine::PreadLoop => baselines::pread_loop(&cfg, target, blocks, run, 0),
@@ -473,6 +568,8 @@ struct StreamScan<'a> {
     target: &'a Target,
     blocks: &'a [u64],
     run: usize,
+    /// Mean reads in flight of the last pass, sampled per page.
+    mean_in_flight: std::cell::Cell<f64>,
 }
 
 impl StreamScan<'_> {
@@ -540,7 +637,7 @@ impl StreamScan<'_> {
         env: &E,
         pool: &BufferPool,
         ring: Option<RingSize>,
-    ) -> io::Result<(Checksum, (f64, f64), StreamStats)> {
+    ) -> io::Result<(Checksum, Timed, StreamStats)> {
         let file = self.open(env).await?;
         let n = self.target.nblocks;
         match self.cfg.pattern {
@@ -566,7 +663,7 @@ impl StreamScan<'_> {
         file: E::File,
         ring: Option<RingSize>,
         src: S,
-    ) -> io::Result<(Checksum, (f64, f64), StreamStats)> {
+    ) -> io::Result<(Checksum, Timed, StreamStats)> {
         let c = self.cfg;
         let mut stream = ReadStream::builder(pool, env.engine(), file)
             .max_ios(c.max_ios)
@@ -576,13 +673,18 @@ impl StreamScan<'_> {
             .full(c.full)
             .build(src)
             .map_err(io::Error::from)?;
-        let timer = Timer::start();
+        let timer = Timer::start(self.target);
         let mut ck = Checksum::default();
+        // Reads in flight sampled at every page handed out (a counter read).
+        let mut in_flight_sum = 0u64;
         while let Some(page) = stream.next().await {
             let page = page?;
+            in_flight_sum += stream.reads_in_flight() as u64;
             ck.add(page.block(), &page);
         }
         let t = timer.stop();
+        self.mean_in_flight
+            .set(in_flight_sum as f64 / ck.pages.max(1) as f64);
         Ok((ck, t, stream.close().await))
     }
 }
@@ -630,6 +732,18 @@ impl Workload for StreamScan<'_> {
         x.insert("waits".into(), json!(st.waits));
         x.insert("wait_seconds".into(), json!(st.wait_time.as_secs_f64()));
         x.insert("advice".into(), json!(st.advice));
+        x.insert("mean_in_flight".into(), json!(self.mean_in_flight.get()));
+        x.insert("mean_distance".into(), json!(st.mean_distance()));
+        x.insert("max_distance".into(), json!(st.max_distance));
+        x.insert(
+            "limited_by".into(),
+            json!({
+                "distance": st.limited_by_distance,
+                "max_ios": st.limited_by_max_ios,
+                "pin_budget": st.limited_by_pin_budget,
+                "frames": st.limited_by_frames,
+            }),
+        );
         x.insert("cached_reads".into(), json!(st.cached_reads));
         x.insert("backward_reads".into(), json!(st.backward_reads));
         x.insert("pool_frames".into(), json!(pool.frames()));
