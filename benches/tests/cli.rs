@@ -394,6 +394,19 @@ fn bad_input_fails_naming_the_flag() {
         ],
         "--direct",
     );
+    bad(
+        &[
+            "scan",
+            "--engine",
+            "pread-loop",
+            "--pattern",
+            "forward",
+            "--cache",
+            "cold",
+            "--full",
+        ],
+        "--full",
+    );
     bad(&["report", "--only", "7"], "--only");
     bad(&["report", "--repeat", "0"], "--repeat");
     bad(&["bogus"], "scan or report");
