@@ -267,6 +267,8 @@ pub struct Timed {
 pub struct DiskSnap {
     reads: u64,
     sectors: u64,
+    /// Milliseconds spent on reads (each request from issue to completion).
+    read_ms: u64,
     /// Weighted milliseconds doing I/O (the sum over time of requests in
     /// flight).
     weighted_ms: u64,
@@ -283,6 +285,9 @@ pub struct DiskUse {
     /// Mean requests in flight at the device (weighted I/O time / wall
     /// time).
     pub queue_depth: f64,
+    /// Mean milliseconds a read request took at the device, issue to
+    /// completion (the kernel's block-layer time, no syscall or wake-up).
+    pub ms_per_request: f64,
 }
 
 impl DiskSnap {
@@ -297,6 +302,7 @@ impl DiskSnap {
             Some(DiskSnap {
                 reads: f[3].parse().ok()?,
                 sectors: f[5].parse().ok()?,
+                read_ms: f[6].parse().ok()?,
                 weighted_ms: f[13].parse().ok()?,
             })
         })
@@ -307,8 +313,10 @@ impl DiskSnap {
         let requests = later.reads.saturating_sub(self.reads);
         let sectors = later.sectors.saturating_sub(self.sectors);
         let ms = later.weighted_ms.saturating_sub(self.weighted_ms);
+        let read_ms = later.read_ms.saturating_sub(self.read_ms);
         DiskUse {
             requests,
+            ms_per_request: read_ms as f64 / requests.max(1) as f64,
             kib_per_request: sectors as f64 / 2.0 / requests.max(1) as f64,
             queue_depth: if seconds > 0.0 {
                 ms as f64 / 1e3 / seconds
@@ -432,6 +440,7 @@ impl RunResult {
             m.insert("device_requests".into(), json!(d.requests));
             m.insert("device_kib_per_request".into(), json!(d.kib_per_request));
             m.insert("device_queue_depth".into(), json!(d.queue_depth));
+            m.insert("device_ms_per_request".into(), json!(d.ms_per_request));
         }
         for (k, v) in &self.extra {
             m.insert(k.clone(), v.clone());
