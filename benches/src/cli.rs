@@ -32,6 +32,8 @@ scan: one configuration, --repeat times.
   --no-backward-combining
   --full             pagestream: start at full look-ahead distance (no ramp;
                      PostgreSQL's READ_STREAM_FULL)
+  --nowait on|off    threadpool: inline RWF_NOWAIT read first on buffered
+                     files (default on)
   --seed N           seed of random and bitmap (default 1)
   --repeat N         runs (default 1)
   --json             one JSON object per run on stdout, no progress bars
@@ -125,6 +127,7 @@ fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
             backward_combining: true,
             seed: 1,
             full: false,
+            nowait: true,
         },
         file: None,
         size: 1 << 30,
@@ -151,6 +154,7 @@ fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
             "pool-frames" => c.pool_frames = args.number()?,
             "no-backward-combining" => c.backward_combining = false,
             "full" => c.full = true,
+            "nowait" => c.nowait = args.parsed(parse_on_off)?,
             "seed" => c.seed = args.number()?,
             "repeat" => o.repeat = args.number()?,
             "json" => o.json = true,

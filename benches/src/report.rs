@@ -179,6 +179,7 @@ fn cfg(engine: Engine, pattern: Pattern, cache: Cache) -> ScanConfig {
         backward_combining: true,
         seed: 1,
         full: false,
+        nowait: true,
     }
 }
 

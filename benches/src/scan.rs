@@ -186,6 +186,9 @@ pub struct ScanConfig {
     /// pagestream: start at full distance, no ramp (`StreamBuilder::full`,
     /// PostgreSQL's `READ_STREAM_FULL`).
     pub full: bool,
+    /// threadpool: try an inline `RWF_NOWAIT` read first on buffered files
+    /// (the engine's default, on).
+    pub nowait: bool,
 }
 
 /// The file a scan reads.
@@ -434,6 +437,9 @@ impl RunResult {
         if c.full {
             m.insert("full".into(), json!(true));
         }
+        if c.engine == Engine::ThreadPool {
+            m.insert("nowait".into(), json!(c.nowait && !c.direct));
+        }
         m.insert("resident_before".into(), json!(self.resident_before));
         m.insert("cpu_seconds".into(), json!(self.cpu_seconds));
         if let Some(d) = self.disk {
@@ -530,6 +536,11 @@ pub fn check(cfg: &ScanConfig) -> Result<(), String> {
             "--full: a pagestream stream option; {e} has no ramp to skip"
         ));
     }
+    if !cfg.nowait && e != Engine::ThreadPool {
+        return Err(format!(
+            "--nowait: a threadpool engine option, not one of {e}"
+        ));
+    }
     if cfg.pool_frames == 0 {
         return Err("--pool-frames must be at least 1".into());
     }
@@ -551,13 +562,16 @@ pub fn run_scan(
     }
     check(&cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     match cfg.engine.runtime() {
-        Some(rt) => rt.run(StreamScan {
-            cfg: &cfg,
-            target,
-            blocks,
-            run,
-            mean_in_flight: std::cell::Cell::new(0.0),
-        })?,
+        Some(rt) => rt.run_with(
+            &pagestream_runtimes::Options::default().nowait(cfg.nowait),
+            StreamScan {
+                cfg: &cfg,
+                target,
+                blocks,
+                run,
+                mean_in_flight: std::cell::Cell::new(0.0),
+            },
+        )?,
         None => match cfg.engine {
             Engine::PreadLoop => baselines::pread_loop(&cfg, target, blocks, run, 0),
             Engine::FadvisePrefetch => {
@@ -725,7 +739,9 @@ impl Workload for StreamScan<'_> {
         };
         self.warm_up(&env).await?;
         let resident = self.target.prepare(c.cache, c.direct)?;
+        let before = env.engine_counters();
         let (ck, t, st) = self.pass(&env, &pool, ring).await?;
+        let engine = env.engine_counters().since(&before);
         if c.cache == Cache::Hot && st.blocks_read != 0 {
             return Err(io::Error::other(format!(
                 "hot scan read {} blocks: the pool did not keep the pattern's blocks",
@@ -756,6 +772,13 @@ impl Workload for StreamScan<'_> {
         x.insert("cached_reads".into(), json!(st.cached_reads));
         x.insert("backward_reads".into(), json!(st.backward_reads));
         x.insert("pool_frames".into(), json!(pool.frames()));
+        // The engine's own counters (`engine_<name>`; durations in seconds).
+        for &(name, v) in &engine.0 {
+            match name.strip_suffix("_nanos") {
+                Some(stem) => x.insert(format!("engine_{stem}_seconds"), json!(v as f64 / 1e9)),
+                None => x.insert(format!("engine_{name}"), json!(v)),
+            };
+        }
         x.insert("ring".into(), json!(ring.is_some()));
         Ok(r)
     }
