@@ -757,6 +757,7 @@ fn markdown(
         }
     }
     headline(&mut m, sections);
+    behind(&mut m, sections);
     for s in sections {
         let runs: usize = s
             .rows
@@ -986,6 +987,84 @@ fn headline(m: &mut String, sections: &[Section]) {
                 let _ = writeln!(m, "{line} {b} | {f} |");
             }
         }
+    }
+}
+
+/// Median of `f` over a cell's runs.
+fn median_of(c: &Cell, f: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
+    Spread::of(&c.runs.iter().filter_map(f).collect::<Vec<_>>()).map(|s| s.median)
+}
+
+/// What a cell's runs did, for explanations: device queue depth, KiB per
+/// request, µs per request at the device, CPU µs per page.
+fn profile(c: &Cell) -> String {
+    let qd = median_of(c, |r| r.disk.map(|d| d.queue_depth));
+    let kib = median_of(c, |r| r.disk.map(|d| d.kib_per_request));
+    let cpu = median_of(c, |r| {
+        r.cpu_seconds.map(|s| s * 1e6 / r.blocks.max(1) as f64)
+    });
+    let f = |v: Option<f64>, d: usize| v.map_or("—".into(), |v| format!("{v:.d$}"));
+    format!(
+        "qd {}, {} KiB/req, {} µs CPU/page",
+        f(qd, 1),
+        f(kib, 0),
+        f(cpu, 1)
+    )
+}
+
+/// Rows where no pagestream engine reaches the best baseline (or fio), with
+/// what the device and the CPU did in both, to explain them.
+fn behind(m: &mut String, sections: &[Section]) {
+    let mut lines = Vec::new();
+    for s in sections {
+        for row in &s.rows {
+            let best_ps = row
+                .cells
+                .iter()
+                .filter(|c| c.cfg.engine.is_pagestream())
+                .filter_map(|c| c.spread().map(|sp| (c, sp.median)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let Some((pc, pv)) = best_ps else { continue };
+            let rivals = [
+                row.best_baseline(),
+                row.cells
+                    .iter()
+                    .find(|c| c.cfg.engine == Engine::Fio)
+                    .and_then(|c| c.spread().map(|sp| (c, sp.median))),
+            ];
+            for (bc, bv) in rivals.into_iter().flatten() {
+                if pv < bv {
+                    lines.push(format!(
+                        "| {} | {} | {} {:.0} ({}) | {} {:.0} ({}) | {:.2}x |",
+                        s.id,
+                        row.label,
+                        pc.label,
+                        pv,
+                        profile(pc),
+                        bc.label,
+                        bv,
+                        profile(bc),
+                        pv / bv
+                    ));
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        m,
+        "\n## Where pagestream is behind\n\nRows where the best pagestream engine's median is \
+         below the best baseline's or fio's, with what the device and the CPU did (medians).\n"
+    );
+    if lines.is_empty() {
+        let _ = writeln!(m, "None: in every row a pagestream engine is ahead.");
+        return;
+    }
+    let _ = writeln!(
+        m,
+        "| § | row | best pagestream MiB/s | ahead of it MiB/s | ratio |\n| --- | --- | --- | --- | --- |"
+    );
+    for l in lines {
+        let _ = writeln!(m, "{l}");
     }
 }
 
