@@ -25,7 +25,10 @@
 //! spins while every stream waits (`--executor spin`, the default); with
 //! `--executor park` it sleeps, and each completion then costs the timer
 //! thread a futex wake, which at 500 completions per millisecond makes the
-//! simulated storage itself slower than 0.2 ms per read.
+//! simulated storage itself slower than 0.2 ms per read. The timer thread
+//! and the consumer thread are pinned to two different CPUs (`--pin`,
+//! default on when the process may use two), so that they never take turns
+//! on one.
 //!
 //! # Rows
 //!
