@@ -404,11 +404,13 @@ impl ReadRequest {
     fn finish(&mut self, result: io::Result<()>, outcome: ReadOutcome) {
         self.finished = true;
         let result = result.map(|()| self.cached);
-        self.stream
-            .read_finished(self.slot, result, outcome == ReadOutcome::Cancelled);
+        // Hooks first: what they record (a wrapper's reads in flight, the
+        // latency achieved) is then up to date when the woken stream looks.
         for h in self.hooks.drain(..) {
             h(outcome);
         }
+        self.stream
+            .read_finished(self.slot, result, outcome == ReadOutcome::Cancelled);
     }
 }
 

@@ -238,6 +238,7 @@ impl<E: IoEngine> StreamBuilder<E> {
             file: self.file,
             source,
             ring,
+            claim: demand,
             demand,
             planner: Planner::new(cfg),
             wait_started: None,
@@ -286,8 +287,12 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     nblocks: u64,
     source: S,
     ring: Option<Ring>,
-    /// This stream's claim on the pool's frames (its pin budget, at most the
-    /// pool), added to the pool's `reserved` while the stream lives.
+    /// This stream's claim on the pool's frames, added to the pool's
+    /// `reserved` while the stream lives: its pin budget (at most the pool)
+    /// while it reads blocks itself, none while it only follows other
+    /// streams' reads (see [`Env::frames_available`]).
+    claim: usize,
+    /// The claim of a reading stream: its pin budget, at most the pool.
     demand: usize,
     planner: Planner<S::Data>,
     /// When the consumer started waiting, while it waits.
@@ -342,6 +347,7 @@ struct StreamEnv<'a, E: IoEngine, S> {
     nblocks: u64,
     source: &'a mut S,
     ring: &'a mut Option<Ring>,
+    claim: &'a mut usize,
     demand: usize,
 }
 
@@ -396,8 +402,20 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         self.engine.advise(self.file, first * bs, n as u64 * bs);
     }
 
-    fn frames_available(&mut self, _held: usize) -> usize {
-        self.shared.pool.available_for(self.demand)
+    fn frames_available(&mut self, reader: bool) -> usize {
+        let want = if reader { self.demand } else { 0 };
+        if want != *self.claim {
+            self.shared.pool.change_claim(*self.claim, want);
+            *self.claim = want;
+        }
+        if reader {
+            self.shared.pool.available_for(want)
+        } else {
+            // A follower pins frames other streams read or cached: none
+            // it takes from the pool. It may look ahead as far as its own
+            // budget, holding the reader's pages until it has taken them.
+            self.demand
+        }
     }
 }
 
@@ -414,6 +432,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                 nblocks: self.nblocks,
                 source: &mut self.source,
                 ring: &mut self.ring,
+                claim: &mut self.claim,
                 demand: self.demand,
             },
         )
@@ -594,7 +613,7 @@ impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {
         let (planner, mut env) = self.split();
         planner.reset(&mut env);
         let pool = &self.shared.pool;
-        pool.stream_ended(self.demand);
+        pool.stream_ended(self.claim);
         lock(&pool.totals).merge(&self.planner.stats);
     }
 }

@@ -128,3 +128,50 @@ fn forty_streams_on_a_1mib_pool_each_keep_several_reads_in_flight() {
     }
     assert!(rounds <= n / 3 + 8, "{rounds} round trips");
 }
+
+#[test]
+fn a_synchronized_pack_reads_with_the_whole_pool_not_a_share() {
+    // Ten scans of one file moving together (synchronized scans joined at
+    // the same block), polled in turn: whoever gets to a block first reads
+    // it, the others find the read in progress or done (PostgreSQL 17's pin
+    // limit made this case crawl: seed 003's 10 synchronized scans).
+    let mem = MemEngine::new();
+    let stall = Stall::every_read(mem.clone());
+    let pool = pool_1mib();
+    let n = 3000;
+    let file = mem.create_stamped(n, BS);
+    let seed = file.seed();
+    let mut streams: Vec<_> = (0..10)
+        .map(|_| {
+            ReadStream::builder(&pool, stall.clone(), file.clone())
+                .max_ios(100)
+                .io_combine_limit(16)
+                .build(source::forward(0..n))
+                .unwrap()
+        })
+        .collect();
+    let rounds = run_in_rounds(&mut streams, &[seed; 10], n, &stall);
+    for (k, s) in streams.iter().enumerate() {
+        let st = s.stats();
+        eprintln!(
+            "stream {k}: reads {} blocks {} shared {} hits {} max in flight {} max distance {}",
+            st.reads, st.blocks_read, st.shared_reads, st.hits, st.max_in_flight, st.max_distance
+        );
+    }
+    let most = streams.iter().map(|s| s.stats().max_in_flight).max();
+    let shared: u64 = streams.iter().map(|s| s.stats().shared_reads).sum();
+    eprintln!(
+        "10 streams in a pack, 1 MiB pool: {rounds} round trips, most reads in flight {most:?}, \
+         {shared} blocks found being read, {} bytes read",
+        mem.bytes_read()
+    );
+    // Every block read once, by whoever got there first.
+    assert_eq!(mem.bytes_read(), n * BS as u64);
+    // A fair share is 12 frames: ⌈3000 / 12⌉ = 250 round trips, which is
+    // what this took when followers' distance decayed to one block on hits
+    // (the reader's pages were evicted before they got there, and every
+    // page was read twice). Followers now look ahead over blocks being read
+    // as over their own reads, and only readers claim frames: half that.
+    assert!(rounds <= 125, "{rounds} round trips: the pack crawled");
+    assert!(most >= Some(32), "{most:?} reads in flight at most");
+}

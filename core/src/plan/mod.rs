@@ -131,9 +131,12 @@ pub(crate) trait Env<D> {
     fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Vec<u32>, descending: bool);
     /// Gives advice for `n` blocks from `first`.
     fn advise(&mut self, first: BlockNumber, n: usize);
-    /// Frames this stream may hold for look-ahead now; `held` is what it
-    /// holds.
-    fn frames_available(&mut self, held: usize) -> usize;
+    /// Frames this stream may hold for look-ahead now. `reader`: whether
+    /// the stream is reading blocks itself (its last look-ahead started a
+    /// read) rather than following reads other streams make (it only found
+    /// their blocks being read or cached); only a reader claims frames of
+    /// its own from the pool.
+    fn frames_available(&mut self, reader: bool) -> usize;
 }
 
 /// Limits and switches, validated by the builder.
@@ -215,6 +218,14 @@ pub(crate) struct Planner<D> {
     in_fast_path: bool,
     /// Frames the pool could spare at the last look-ahead.
     frames_limit: usize,
+    /// Whether this stream reads blocks itself, as far as the last
+    /// look-ahead that looked anything up could tell (see
+    /// [`Env::frames_available`]).
+    reader: bool,
+    /// This look-ahead started a read / pinned a block another stream read
+    /// or is reading.
+    issued_any: bool,
+    followed_any: bool,
     pub(crate) stats: StreamStats,
 }
 
@@ -229,6 +240,9 @@ impl<D> Planner<D> {
             ios: (0..cfg.max_ios).map(|_| None).collect(),
             free_ios: (0..cfg.max_ios as u32).rev().collect(),
             frames_limit: cfg.budget,
+            reader: true,
+            issued_any: false,
+            followed_any: false,
             queue: VecDeque::with_capacity(cfg.budget + 1),
             cfg,
             head_seq: 0,
@@ -336,7 +350,7 @@ impl<D> Planner<D> {
         if self.exhausted && self.pending_n == 0 {
             return;
         }
-        self.frames_limit = env.frames_available(self.pinned + self.pending_n);
+        self.frames_limit = env.frames_available(self.reader);
         let cap = self.cap();
         if self.distance > cap {
             self.distance = cap;
@@ -419,6 +433,17 @@ impl<D> Planner<D> {
                 self.stats.record_limit(l);
             }
         }
+        // A stream whose look-ahead found only blocks other streams read
+        // (a synchronized scan's followers) needs no frames of its own: it
+        // gives up its claim, so the stream doing the reads can look ahead
+        // with the frames instead of a share of them.
+        if self.issued_any {
+            self.reader = true;
+        } else if self.followed_any {
+            self.reader = false;
+        }
+        self.issued_any = false;
+        self.followed_any = false;
     }
 
     /// Starts (part of) the pending read: hits and busy blocks at its front
@@ -490,8 +515,16 @@ impl<D> Planner<D> {
         let e = &mut self.queue[i];
         e.frame = f;
         self.pinned += 1;
+        self.followed_any = true;
         if busy {
             e.slot = Slot::Busy;
+            // A block another stream is reading costs this stream a wait
+            // like its own read: it moves the distance like one (PostgreSQL
+            // waits for a foreign I/O the same way). Followers of a
+            // synchronized scan so keep looking ahead over the reader's
+            // blocks, pinning them until they take them, instead of decaying
+            // to one block and losing them to eviction.
+            e.read_head = true;
             self.stats.shared_reads += 1;
         } else {
             e.slot = Slot::Ready;
@@ -517,6 +550,7 @@ impl<D> Planner<D> {
             b0
         };
         self.queue[run_start].read_head = true;
+        self.issued_any = true;
         let popped = self.free_ios.pop();
         debug_assert_eq!(popped, Some(slot));
         self.ios[slot as usize] = Some(IoInfo {

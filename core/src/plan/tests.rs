@@ -217,7 +217,7 @@ impl Env<usize> for Sim {
         self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
     }
     fn advise(&mut self, _first: u64, _n: usize) {}
-    fn frames_available(&mut self, _held: usize) -> usize {
+    fn frames_available(&mut self, _reader: bool) -> usize {
         self.avail
     }
 }

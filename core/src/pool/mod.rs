@@ -284,8 +284,9 @@ pub(crate) struct PoolInner {
     /// Tasks waiting for another stream's read.
     waiters: Waiters,
     /// Frames live streams claim for look-ahead (each its pin budget, at most
-    /// the pool), summed; read when a stream looks ahead, written only when a
-    /// stream is built or dropped.
+    /// the pool, while it reads blocks itself; nothing while it only follows
+    /// other streams' reads), summed; read when a stream looks ahead, written
+    /// when a stream is built or dropped or turns reader or follower.
     pub(crate) reserved: AtomicUsize,
     /// Live streams on this pool.
     pub(crate) streams: AtomicUsize,
@@ -711,6 +712,15 @@ impl PoolInner {
         let n = self.streams.fetch_sub(1, Ordering::Relaxed) - 1;
         self.share
             .store((self.nframes / n.max(1)).max(1), Ordering::Relaxed);
+    }
+
+    /// Changes a live stream's claim from `old` to `new` frames.
+    pub(crate) fn change_claim(&self, old: usize, new: usize) {
+        if new > old {
+            self.reserved.fetch_add(new - old, Ordering::Relaxed);
+        } else {
+            self.reserved.fetch_sub(old - new, Ordering::Relaxed);
+        }
     }
 
     /// Frames a stream claiming `mine` may pin for look-ahead now: what the
