@@ -155,6 +155,38 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Checks that the count `--flag` is at least 1.
+pub fn at_least_one(flag: &str, v: usize) -> Result<(), UsageError> {
+    if v == 0 {
+        return Err(UsageError(format!("--{flag} must be at least 1")));
+    }
+    Ok(())
+}
+
+/// Checks `--combine`: an `io_combine_limit` from 1 to
+/// [`pagestream::MAX_IO_COMBINE_LIMIT`].
+pub fn check_combine(n: usize) -> Result<(), UsageError> {
+    if n == 0 || n > pagestream::MAX_IO_COMBINE_LIMIT {
+        return Err(UsageError(format!(
+            "--combine must be 1 to {}",
+            pagestream::MAX_IO_COMBINE_LIMIT
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `--max-ios`: at most [`pagestream::MAX_IOS`] (0 is one read at a
+/// time and no advice).
+pub fn check_max_ios(n: usize) -> Result<(), UsageError> {
+    if n > pagestream::MAX_IOS {
+        return Err(UsageError(format!(
+            "--max-ios {n} is larger than the maximum {}",
+            pagestream::MAX_IOS
+        )));
+    }
+    Ok(())
+}
+
 /// Checks `--block-size` (a power of two from 512 bytes to 1MiB) and
 /// `--size` (a positive multiple of the block size).
 pub fn check_block_size(block_size: usize, size: u64) -> Result<(), UsageError> {

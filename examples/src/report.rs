@@ -155,6 +155,16 @@ pub fn mib_per_s(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
+/// Prints a program's closing summary: on stdout after a table, or on stderr
+/// under `--json`, so that stdout stays one JSON object per line.
+pub fn print_summary(json: bool, text: &str) {
+    if json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,13 +24,13 @@ use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_examples::args::{
-    self, check_block_size, format_size, parse_block_size, parse_on_off, parse_ring, parse_size,
-    Arg, Args, UsageError,
+    self, at_least_one, check_block_size, check_max_ios, format_size, parse_block_size,
+    parse_on_off, parse_ring, parse_size, Arg, Args, UsageError,
 };
 use pagestream_examples::cache;
 use pagestream_examples::checksum::Checksum;
 use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_threadpool::{EngineStats, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fmt::Write as _;
 use std::fs::File;
@@ -210,19 +210,10 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             _ => return Err(args.unknown(&arg)),
         }
     }
-    let bad = |m: String| Err(UsageError(m));
-    if o.pairs == 0 {
-        return bad("--pairs must be at least 1".into());
-    }
-    if o.threads == 0 {
-        return bad("--threads must be at least 1".into());
-    }
-    if o.max_ios > pagestream::MAX_IOS {
-        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
-    }
-    if o.pool_frames == 0 {
-        return bad("--pool-frames must be at least 1".into());
-    }
+    at_least_one("pairs", o.pairs)?;
+    at_least_one("threads", o.threads)?;
+    check_max_ios(o.max_ios)?;
+    at_least_one("pool-frames", o.pool_frames)?;
     check_block_size(o.block_size, o.size)?;
     Ok(Some(o))
 }
@@ -885,14 +876,10 @@ fn run(o: Opts) -> io::Result<()> {
         }
     }
     let summary = format!(
-        "\nchecksum {} (every forward and backward run agrees)",
+        "\nchecksum {} (every forward and backward run agrees)\n",
         checksum.unwrap_or(0)
     );
-    if o.json {
-        eprintln!("{summary}");
-    } else {
-        println!("{summary}");
-    }
+    print_summary(o.json, &summary);
     Ok(())
 }
 

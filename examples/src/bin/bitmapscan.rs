@@ -47,11 +47,12 @@ use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, StreamStats};
 use pagestream_examples::args::{
-    self, check_block_size, format_size, parse_block_size, parse_size, Arg, Args, UsageError,
+    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
+    parse_block_size, parse_size, Arg, Args, UsageError,
 };
 use pagestream_examples::cache;
 use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fs::File;
 use std::io;
@@ -220,23 +221,11 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     if o.cluster == 0 {
         return bad("--cluster must be at least 1".into());
     }
-    if o.repeat == 0 {
-        return bad("--repeat must be at least 1".into());
-    }
-    if o.pool_frames == 0 {
-        return bad("--pool-frames must be at least 1".into());
-    }
-    if o.combine == 0 || o.combine > pagestream::MAX_IO_COMBINE_LIMIT {
-        return bad(format!(
-            "--combine must be 1 to {}",
-            pagestream::MAX_IO_COMBINE_LIMIT
-        ));
-    }
-    if let Some(&m) = o.max_ios.iter().find(|&&m| m > pagestream::MAX_IOS) {
-        return bad(format!(
-            "--max-ios {m} is larger than the maximum {}",
-            pagestream::MAX_IOS
-        ));
+    at_least_one("repeat", o.repeat)?;
+    at_least_one("pool-frames", o.pool_frames)?;
+    check_combine(o.combine)?;
+    for &m in &o.max_ios {
+        check_max_ios(m)?;
     }
     check_block_size(o.block_size, o.size)?;
     if o.block_size < TUPLE {
@@ -619,11 +608,7 @@ fn run(o: Opts) -> io::Result<()> {
             first.tuples, first.sum
         );
     }
-    if o.json {
-        eprint!("{out}");
-    } else {
-        print!("{out}");
-    }
+    print_summary(o.json, &out);
     Ok(())
 }
 

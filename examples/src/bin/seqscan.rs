@@ -38,13 +38,13 @@
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_examples::args::{
-    self, check_block_size, format_size, parse_block_size, parse_on_off, parse_ring, parse_size,
-    Arg, Args, UsageError,
+    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
+    parse_block_size, parse_on_off, parse_ring, parse_size, Arg, Args, UsageError,
 };
 use pagestream_examples::cache;
 use pagestream_examples::checksum::Checksum;
 use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{EngineCounters, Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io::{self, Read};
@@ -203,23 +203,12 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         }
     }
     let bad = |m: String| Err(UsageError(m));
-    if o.repeat == 0 {
-        return bad("--repeat must be at least 1".into());
-    }
-    if o.threads == 0 {
-        return bad("--threads must be at least 1".into());
-    }
-    if o.combine == 0 || o.combine > pagestream::MAX_IO_COMBINE_LIMIT {
-        return bad(format!(
-            "--combine must be 1 to {}",
-            pagestream::MAX_IO_COMBINE_LIMIT
-        ));
-    }
-    if o.max_ios > pagestream::MAX_IOS {
-        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
-    }
-    if o.pool_frames == Some(0) {
-        return bad("--pool-frames must be at least 1".into());
+    at_least_one("repeat", o.repeat)?;
+    at_least_one("threads", o.threads)?;
+    check_combine(o.combine)?;
+    check_max_ios(o.max_ios)?;
+    if let Some(f) = o.pool_frames {
+        at_least_one("pool-frames", f)?;
     }
     check_block_size(o.block_size, o.size)?;
     if o.direct {
@@ -987,11 +976,7 @@ fn run(o: Opts) -> io::Result<()> {
         }
         let _ = writeln!(out, "  checksum {} (all runs agree)", runs[0].checksum);
     }
-    if o.json {
-        eprint!("{out}");
-    } else {
-        print!("{out}");
-    }
+    print_summary(o.json, &out);
     Ok(())
 }
 
