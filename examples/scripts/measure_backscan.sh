@@ -21,31 +21,7 @@ cd "$(dirname "$0")/../.."
 cargo build --release -q --bin backscan || exit 1
 out=target/measure; mkdir -p "$out"
 bin=./target/release/backscan
-cpu_idle_pct() { # idle share of all CPUs over 1 s
-  local a b
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  local tot=0 i
-  for i in 1 2 3 4 5 6 7 8; do tot=$((tot + b[i] - a[i])); done
-  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
-}
-disk_kib() { # KiB read + written by whole disks so far
-  awk '{ if (system("test -e /sys/block/" $3) == 0 && $3 !~ /^(loop|ram|zram|dm-|md|sr)/) s += $6 + $10 } END { print int(s / 2) }' /proc/diskstats
-}
-quiet() {
-  local busy=""
-  for _ in $(seq 1 300); do
-    busy=$(ps -eo pcpu,comm --sort=-pcpu | awk 'NR>1 && $1>5.0 {print $2}' | head -3 | tr '\n' ' ')
-    if [ -z "$busy" ]; then
-      idle=$(cpu_idle_pct)
-      d0=$(disk_kib); sleep 2; d1=$(disk_kib)
-      [ "$idle" -ge 90 ] && [ $((d1 - d0)) -lt 1024 ] && return 0
-      busy="cpu idle ${idle}%, disks $((d1 - d0)) KiB in 2 s"
-    else
-      sleep 1
-    fi
-  done
-  echo "still busy: $busy"
-}
+. examples/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
 run() { # name args...
   local name=backscan-$1; shift
   quiet > "$out/$name.quiet"

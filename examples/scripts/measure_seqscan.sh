@@ -2,22 +2,16 @@
 # The seqscan measurement set of issue 3 (thread-pool engine; the other
 # runtimes are measured by measure_runtimes.sh), logged to
 # target/measure/<name>.txt.
-# Before each invocation it waits (up to 300 s) until no other process uses
-# more than 5% CPU, and it logs the busiest processes before and after.
+# Before each invocation it waits (up to 300 s) for a quiet machine
+# (examples/scripts/quiet.sh: no other process above 5% CPU, CPUs 90% idle,
+# disks still), and it logs the busiest processes before and after.
 # Usage: examples/scripts/measure_seqscan.sh   (from the workspace root)
 set -u
 cd "$(dirname "$0")/../.."
 cargo build --release -q --bin seqscan || exit 1
 out=target/measure; mkdir -p "$out"
 bin=./target/release/seqscan
-quiet() {
-  for _ in $(seq 1 300); do
-    busy=$(ps -eo pcpu,comm --sort=-pcpu | awk 'NR>1 && $1>5.0 {print $2}' | head -3 | tr '\n' ' ')
-    [ -z "$busy" ] && return 0
-    sleep 1
-  done
-  echo "still busy: $busy"
-}
+. examples/scripts/quiet.sh   # quiet: idle CPUs and disks
 run() { # name args...
   local name=$1; shift
   quiet > "$out/$name.quiet"
