@@ -27,7 +27,7 @@ use pagestream_examples::args::{
     self, format_size, parse_on_off, parse_size, Arg, Args, UsageError,
 };
 use pagestream_examples::cache;
-use pagestream_examples::heap::{self, Counts, BLCKSZ};
+use pagestream_examples::heap::{self, Counts, TupleOrder, BLCKSZ};
 use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
@@ -58,6 +58,9 @@ options:
                       16384; hot uses a pool holding the whole relation)
   --prefetch on|off   prefetch the next page's first cache lines when a page
                       is handed out (default off)
+  --tuple-order lp|reverse  visit a page's line pointers from the first
+                      (default) or from the last (tuples in ascending
+                      memory order on a page filled by inserts)
   --repeat N          runs of each mode (default 1; with more, medians)
   --no-sum            do not sum the first column (use when it is not an
                       int4: the heap does not say, the catalog does)
@@ -99,6 +102,7 @@ struct Opts {
     combine: usize,
     pool_frames: usize,
     prefetch: bool,
+    tuple_order: TupleOrder,
     repeat: usize,
     sum: bool,
     segment_bytes: u64,
@@ -117,6 +121,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         combine: 16,
         pool_frames: 16384,
         prefetch: false,
+        tuple_order: TupleOrder::LinePointer,
         repeat: 1,
         sum: true,
         segment_bytes: PG_SEGMENT_BYTES,
@@ -155,6 +160,13 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "combine" => o.combine = args.number()?,
             "pool-frames" => o.pool_frames = args.number()?,
             "prefetch" => o.prefetch = args.parsed(parse_on_off)?,
+            "tuple-order" => {
+                o.tuple_order = args.parsed(|s| match s {
+                    "lp" => Ok(TupleOrder::LinePointer),
+                    "reverse" => Ok(TupleOrder::Reverse),
+                    _ => Err(format!("{s:?}: expected lp or reverse")),
+                })?
+            }
             "repeat" => o.repeat = args.number()?,
             "no-sum" => o.sum = false,
             "segment-size" => o.segment_bytes = args.parsed(parse_size)?,
@@ -385,7 +397,7 @@ impl Relation {
         let start = Instant::now();
         let mut counts = Counts::default();
         for (b, page) in pages.chunks_exact(BLCKSZ).enumerate() {
-            heap::count_page(b as u64, page, self.o.sum, &mut counts)
+            heap::count_page_in(b as u64, page, self.o.sum, self.o.tuple_order, &mut counts)
                 .map_err(|e| self.page_error(e))?;
         }
         let seconds = start.elapsed().as_secs_f64();
@@ -463,6 +475,13 @@ impl Run {
             .set("max_ios", o.max_ios)
             .set("io_combine_limit", o.combine)
             .set("prefetch", o.prefetch)
+            .set(
+                "tuple_order",
+                match o.tuple_order {
+                    TupleOrder::LinePointer => "lp",
+                    TupleOrder::Reverse => "reverse",
+                },
+            )
             .set("pool_frames", self.pool_frames)
             .set("resident_before", self.resident_before)
             .set("hits", s.hits)
@@ -608,7 +627,7 @@ impl<E: Env> OnRuntime<'_, E> {
         let mut counts = Counts::default();
         while let Some(page) = stream.next().await {
             let page = page.map_err(|e| named(&o.path, e))?;
-            heap::count_page(page.block(), &page, o.sum, &mut counts)
+            heap::count_page_in(page.block(), &page, o.sum, o.tuple_order, &mut counts)
                 .map_err(|e| rel.page_error(e))?;
         }
         let seconds = start.elapsed().as_secs_f64();
