@@ -996,7 +996,7 @@ fn median_of(c: &Cell, f: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
 }
 
 /// What a cell's runs did, for explanations: device queue depth, KiB per
-/// request, µs per request at the device, CPU µs per page.
+/// request, CPU µs per page (the per-run JSON also has µs per request at the device).
 fn profile(c: &Cell) -> String {
     let qd = median_of(c, |r| r.disk.map(|d| d.queue_depth));
     let kib = median_of(c, |r| r.disk.map(|d| d.kib_per_request));
