@@ -24,11 +24,12 @@ use futures::StreamExt;
 use pagestream::segmented::{segment_paths, Segmented, SegmentedFile, PG_SEGMENT_BYTES};
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_examples::args::{
-    self, format_size, parse_on_off, parse_size, Arg, Args, UsageError,
+    self, at_least_one, check_combine, check_max_ios, format_size, parse_on_off, parse_size, Arg,
+    Args, UsageError,
 };
 use pagestream_examples::cache;
 use pagestream_examples::heap::{self, Counts, TupleOrder, BLCKSZ};
-use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io;
@@ -180,21 +181,10 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         return bad("no PATH: name the relation's first segment file".into());
     };
     o.path = path;
-    if o.repeat == 0 {
-        return bad("--repeat must be at least 1".into());
-    }
-    if o.combine == 0 || o.combine > pagestream::MAX_IO_COMBINE_LIMIT {
-        return bad(format!(
-            "--combine must be 1 to {}",
-            pagestream::MAX_IO_COMBINE_LIMIT
-        ));
-    }
-    if o.max_ios > pagestream::MAX_IOS {
-        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
-    }
-    if o.pool_frames == 0 {
-        return bad("--pool-frames must be at least 1".into());
-    }
+    at_least_one("repeat", o.repeat)?;
+    check_combine(o.combine)?;
+    check_max_ios(o.max_ios)?;
+    at_least_one("pool-frames", o.pool_frames)?;
     if o.segment_bytes == 0 || o.segment_bytes % BLCKSZ as u64 != 0 {
         return bad(format!(
             "--segment-size {} must be a positive multiple of 8KiB",
@@ -781,11 +771,7 @@ fn run(o: Opts) -> io::Result<()> {
             }
         );
     }
-    if o.json {
-        eprint!("{out}");
-    } else {
-        print!("{out}");
-    }
+    print_summary(o.json, &out);
     Ok(())
 }
 

@@ -15,12 +15,12 @@
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, StreamStats};
 use pagestream_examples::args::{
-    self, check_block_size, format_size, parse_block_size, parse_on_off, parse_size, Arg, Args,
-    UsageError,
+    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
+    parse_block_size, parse_on_off, parse_size, Arg, Args, UsageError,
 };
 use pagestream_examples::cache;
 use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, JsonObject, Spread};
+use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io;
@@ -130,18 +130,9 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         }
     }
     let bad = |m: String| Err(UsageError(m));
-    if o.repeat == 0 {
-        return bad("--repeat must be at least 1".into());
-    }
-    if o.combine == 0 || o.combine > pagestream::MAX_IO_COMBINE_LIMIT {
-        return bad(format!(
-            "--combine must be 1 to {}",
-            pagestream::MAX_IO_COMBINE_LIMIT
-        ));
-    }
-    if o.max_ios > pagestream::MAX_IOS {
-        return bad(format!("--max-ios must be at most {}", pagestream::MAX_IOS));
-    }
+    at_least_one("repeat", o.repeat)?;
+    check_combine(o.combine)?;
+    check_max_ios(o.max_ios)?;
     check_block_size(o.block_size, o.size)?;
     let direct_only = o.direct || o.runtimes.iter().all(|rt| !rt.supports_buffered());
     if o.mode == Mode::Warm && direct_only {
@@ -378,11 +369,7 @@ fn run(o: Opts) -> io::Result<()> {
             }
         }
     }
-    if o.json {
-        eprint!("{out}");
-    } else {
-        print!("{out}");
-    }
+    print_summary(o.json, &out);
     Ok(())
 }
 
