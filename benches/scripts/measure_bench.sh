@@ -19,30 +19,7 @@ set -u
 cd "$(dirname "$0")/../.."
 lock=/tmp/pagestream-measure.lock
 out=target/measure
-cpu_idle_pct() { # idle share of all CPUs over 1 s
-  local a b tot=0 i
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  for i in 1 2 3 4 5 6 7 8; do tot=$((tot + b[i] - a[i])); done
-  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
-}
-disk_kib() { # KiB read + written by whole disks so far
-  awk '{ if (system("test -e /sys/block/" $3) == 0 && $3 !~ /^(loop|ram|zram|dm-|md|sr)/) s += $6 + $10 } END { print int(s / 2) }' /proc/diskstats
-}
-quiet() {
-  local busy="" idle d0 d1
-  for _ in $(seq 1 300); do
-    busy=$(ps -eo pcpu,comm --sort=-pcpu | awk 'NR>1 && $1>5.0 {print $2}' | head -3 | tr '\n' ' ')
-    if [ -z "$busy" ]; then
-      idle=$(cpu_idle_pct)
-      d0=$(disk_kib); sleep 2; d1=$(disk_kib)
-      [ "$idle" -ge 90 ] && [ $((d1 - d0)) -lt 1024 ] && { echo "quiet: cpu idle ${idle}%, disks $((d1 - d0)) KiB in 2 s"; return 0; }
-      busy="cpu idle ${idle}%, disks $((d1 - d0)) KiB in 2 s"
-    else
-      sleep 1
-    fi
-  done
-  echo "still busy after 300 tries: $busy"
-}
+. examples/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
 if [ "${1:-}" = "--step" ]; then # under the lock: wait for quiet, run, log
   name=$2; shift 2
   log=$out/bench-$name.txt

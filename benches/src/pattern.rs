@@ -4,6 +4,7 @@
 //! every engine reads exactly the same blocks in the same order, and
 //! generating the list costs nothing inside the timing.
 
+use pagestream::testing::SplitMix;
 use std::fmt;
 use std::str::FromStr;
 
@@ -40,14 +41,14 @@ impl Pattern {
             Pattern::Backward => (0..nblocks).rev().collect(),
             Pattern::Random => {
                 let mut v: Vec<u64> = (0..nblocks).collect();
-                let mut rng = SplitMix64(seed);
+                let mut rng = SplitMix::new(seed);
                 shuffle_prefix(&mut v, nblocks as usize, &mut rng);
                 v
             }
             Pattern::Bitmap(d) => {
                 let k = bitmap_count(nblocks, d) as usize;
                 let mut v: Vec<u64> = (0..nblocks).collect();
-                let mut rng = SplitMix64(seed ^ 0xB17B_A9B1_7BA9_0001);
+                let mut rng = SplitMix::new(seed ^ 0xB17B_A9B1_7BA9_0001);
                 shuffle_prefix(&mut v, k, &mut rng);
                 v.truncate(k);
                 v.sort_unstable();
@@ -100,30 +101,9 @@ impl FromStr for Pattern {
     }
 }
 
-/// A small seeded generator (SplitMix64): enough for shuffles, no
-/// dependency.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`; the modulo bias is negligible here).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
 /// Shuffles so that `v[..k]` is a uniform random selection in random order
 /// (the first `k` steps of Fisher–Yates).
-fn shuffle_prefix(v: &mut [u64], k: usize, rng: &mut SplitMix64) {
+fn shuffle_prefix(v: &mut [u64], k: usize, rng: &mut SplitMix) {
     let n = v.len();
     for i in 0..k.min(n) {
         let j = i + rng.below((n - i) as u64) as usize;
