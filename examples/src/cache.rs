@@ -96,6 +96,45 @@ pub fn warm(file: &File) -> io::Result<u64> {
     }
 }
 
+/// Whether a run in cache mode "warm" (`warm`) or another mode can run on
+/// `rt`: warm means the OS page cache, which glommio's O_DIRECT-only reads
+/// bypass.
+pub fn runs_on(rt: pagestream_runtimes::Runtime, warm: bool) -> bool {
+    !warm || rt.supports_buffered()
+}
+
+/// Checks a scan program's cache modes against `--direct` and its runtimes:
+/// `--direct` drops the warm mode (an error when warm is all that was asked
+/// for, `cache_given`), and some mode must run on some runtime.
+pub fn check_modes<M: Copy + PartialEq>(
+    direct: bool,
+    cache_given: bool,
+    modes: &mut Vec<M>,
+    warm: M,
+    runtimes: &[pagestream_runtimes::Runtime],
+) -> Result<(), crate::args::UsageError> {
+    use crate::args::UsageError;
+    if direct {
+        if cache_given && modes.as_slice() == [warm] {
+            return Err(UsageError(
+                "--cache warm means the OS page cache, which --direct bypasses".into(),
+            ));
+        }
+        modes.retain(|&m| m != warm);
+    }
+    if !runtimes
+        .iter()
+        .any(|&rt| modes.iter().any(|&m| runs_on(rt, m == warm)))
+    {
+        return Err(UsageError(
+            "--cache warm means the OS page cache, which glommio's O_DIRECT reads bypass; \
+             nothing to run on glommio"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -191,29 +191,13 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             o.segment_bytes
         ));
     }
-    if o.direct {
-        if cache_given && o.modes == [Mode::Warm] {
-            return bad("--cache warm means the OS page cache, which --direct bypasses".into());
-        }
-        o.modes.retain(|&m| m != Mode::Warm);
-    }
-    if !o
-        .runtimes
-        .iter()
-        .any(|&rt| o.modes.iter().any(|&m| runs_on(rt, m)))
-    {
-        return bad(
-            "--cache warm means the OS page cache, which glommio's O_DIRECT reads bypass; \
-             nothing to run on glommio"
-                .into(),
-        );
-    }
+    cache::check_modes(o.direct, cache_given, &mut o.modes, Mode::Warm, &o.runtimes)?;
     Ok(Some(o))
 }
 
 /// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
 fn runs_on(rt: Runtime, mode: Mode) -> bool {
-    mode != Mode::Warm || rt.supports_buffered()
+    cache::runs_on(rt, mode == Mode::Warm)
 }
 
 /// The relation: its segment files and their blocks.
