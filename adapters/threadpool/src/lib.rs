@@ -10,7 +10,10 @@
 //!   as served from cache (so the planner keeps a warm scan to one
 //!   full-sized read at a time). What would block goes to an I/O thread,
 //!   which reads straight into the pool's frames and completes the request
-//!   there; completion wakes the stream from that thread.
+//!   there; completion wakes the stream from that thread. Reads the planner
+//!   advised just before starting them are already being read by the
+//!   kernel, so they queue for a busy thread rather than waking one each
+//!   (see [`EngineStats::queued_primed`]).
 //! - [`ThreadPoolFile`]: an open file, buffered or `O_DIRECT`, optionally
 //!   with `POSIX_FADV_RANDOM` (kernel read-ahead off). Buffered files accept
 //!   `POSIX_FADV_WILLNEED` advice from the planner; `O_DIRECT` files never

@@ -149,6 +149,9 @@ fn direct_cold_scan_is_correct() {
     );
     assert_eq!(st.advice, 0, "advice under O_DIRECT: {st}");
     assert_eq!(st.blocks_read, n, "{st}");
+    // No advice, so no read is primed: each O_DIRECT read needs its own
+    // thread to reach the device.
+    assert_eq!(engine.stats().queued_primed, 0, "{:?}", engine.stats());
 }
 
 #[test]
@@ -292,4 +295,77 @@ fn random_advice_file_gets_willneed_advice_and_reads_correctly() {
     // No kernel read-ahead: the planner advises its reads itself.
     assert!(st.advice > 0, "no advice without kernel read-ahead: {st}");
     assert_eq!(st.blocks_read, n, "{st}");
+}
+
+#[test]
+fn advised_reads_are_queued_primed_and_read_correctly() {
+    // A sparse ascending scan (every third block) of a cold file with
+    // kernel read-ahead off: the planner advises every read right before
+    // starting it, so every read that goes to a thread is primed, and the
+    // threads that share them still deliver every page right.
+    let n = 600;
+    let f = stamped("primed", 12, n);
+    let file =
+        ThreadPoolFile::open_with(f.path(), OpenOptions::new().advice(FileAdvice::Random)).unwrap();
+    evict(file.as_file());
+    for nowait in [true, false] {
+        evict(file.as_file());
+        let engine = ThreadPoolEngine::builder().nowait(nowait).build();
+        let pool = BufferPool::new(1024, BS).unwrap();
+        let blocks: Vec<u64> = (0..n).step_by(3).collect();
+        let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+            .build(source::iter(blocks.clone()))
+            .unwrap();
+        let st = block_on(async {
+            let mut got = Vec::new();
+            while let Some(page) = s.next().await {
+                let page = page.expect("page");
+                assert!(
+                    stamp::check(12, page.block(), &page),
+                    "block {} has wrong bytes",
+                    page.block()
+                );
+                got.push(page.block());
+            }
+            assert_eq!(got, blocks, "pages out of order or missing");
+            s.close().await
+        });
+        let es = engine.stats();
+        assert!(st.advice > 0, "no advice without kernel read-ahead: {st}");
+        assert!(
+            es.queued > 0,
+            "nowait {nowait}: nothing went to a thread: {es:?}"
+        );
+        assert_eq!(
+            es.queued_primed, es.queued,
+            "nowait {nowait}: an advised read was not primed: {es:?}"
+        );
+    }
+}
+
+#[test]
+fn unadvised_reads_are_not_primed() {
+    // Advice off: every read that goes to a thread needs that thread to
+    // submit it, so none may wait for a busy thread.
+    let n = 256;
+    let f = stamped("unprimed", 13, n);
+    let file = ThreadPoolFile::open(f.path()).unwrap();
+    evict(file.as_file());
+    let engine = ThreadPoolEngine::builder().nowait(false).build();
+    let pool = BufferPool::new(1024, BS).unwrap();
+    let mut s = ReadStream::builder(&pool, engine.clone(), file)
+        .advice(pagestream::AdvicePolicy::Never)
+        .build(source::iter((0..n).step_by(2)))
+        .unwrap();
+    let st = block_on(async {
+        while let Some(page) = s.next().await {
+            let page = page.expect("page");
+            assert!(stamp::check(13, page.block(), &page));
+        }
+        s.close().await
+    });
+    assert_eq!(st.advice, 0, "{st}");
+    let es = engine.stats();
+    assert!(es.queued > 0, "{es:?}");
+    assert_eq!(es.queued_primed, 0, "{es:?}");
 }
