@@ -79,15 +79,22 @@ pub fn resident_fraction(file: &File) -> io::Result<f64> {
     Ok(resident as f64 / pages as f64)
 }
 
-/// Reads all of `file` from the start with 1 MiB `read`s (to bring it into
+/// Reads all of `file` from the start with 128 KiB `read`s (to bring it into
 /// the page cache). Returns the bytes read.
+///
+/// The buffer is 4096-aligned and small: here a copy into a 1 MiB buffer
+/// at `malloc`'s 16-byte offset ran about 5x slower than into an aligned
+/// 128 KiB one, and the warm-up dominated profiles of warm scans.
 pub fn warm(file: &File) -> io::Result<u64> {
+    const CHUNK: usize = 128 << 10;
     let mut f = file;
-    let mut buf = vec![0u8; 1 << 20];
+    let mut storage = vec![0u8; CHUNK + 4096];
+    let start = storage.as_ptr().align_offset(4096);
+    let buf = &mut storage[start..start + CHUNK];
     let mut total = 0u64;
     std::io::Seek::seek(&mut f, io::SeekFrom::Start(0))?;
     loop {
-        match f.read(&mut buf) {
+        match f.read(buf) {
             Ok(0) => return Ok(total),
             Ok(n) => total += n as u64,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
