@@ -273,19 +273,7 @@ impl ReadRequest {
     /// frames, so a whole read is often one buffer), the first starting
     /// after any bytes an earlier short read filled.
     pub fn buffers_mut(&mut self) -> Vec<IoSliceMut<'_>> {
-        let bs = self.block_size();
-        let pool = &self.stream.pool;
-        let mut runs: Vec<(*mut u8, usize)> = Vec::with_capacity(4);
-        for (i, &f) in self.frames[self.done..].iter().enumerate() {
-            let off = if i == 0 { self.skip } else { 0 };
-            // `off < block_size`, so this stays inside frame `f`.
-            let ptr = pool.frame_ptr(f).wrapping_add(off);
-            match runs.last_mut() {
-                Some((p, len)) if p.wrapping_add(*len) == ptr => *len += bs - off,
-                _ => runs.push((ptr, bs - off)),
-            }
-        }
-        runs.into_iter()
+        self.runs()
             .map(|(ptr, len)| {
                 // SAFETY: each run covers whole frames owned by this request
                 // (the first from `skip`), which holds their IO status
@@ -303,10 +291,20 @@ impl ReadRequest {
     /// for engines that hand memory to the kernel (io_uring). The pointers stay valid, and
     /// exclusively this request's, until it is completed or dropped.
     pub fn raw_buffers(&mut self) -> Vec<(*mut u8, usize)> {
-        self.buffers_mut()
-            .into_iter()
-            .map(|mut s| (s.as_mut_ptr(), s.len()))
-            .collect()
+        self.runs().collect()
+    }
+
+    /// The destination as runs of adjacent frames, `(start, len)`, computed
+    /// as they are asked for (no allocation): the first run starts `skip`
+    /// bytes into the first remaining frame.
+    fn runs(&self) -> Runs<'_> {
+        Runs {
+            pool: &self.stream.pool,
+            frames: self.frames[self.done..].iter(),
+            block_size: self.block_size(),
+            first_off: self.skip,
+            next: None,
+        }
     }
 
     /// Copies `src` into the destination buffers (for engines that read into
@@ -314,9 +312,15 @@ impl ReadRequest {
     /// its buffers). Returns the bytes copied.
     pub fn copy_from(&mut self, src: &[u8]) -> usize {
         let mut copied = 0;
-        for mut buf in self.buffers_mut() {
-            let n = buf.len().min(src.len() - copied);
-            buf[..n].copy_from_slice(&src[copied..copied + n]);
+        for (ptr, len) in self.runs() {
+            let n = len.min(src.len() - copied);
+            // SAFETY: `ptr..ptr + len` is a run of frames this request owns
+            // the IO status of (frame.rs rule 1), inside the pool's
+            // allocation (see `buffers_mut`); `&mut self` means no other
+            // borrow of them exists, and `src` is a shared slice that cannot
+            // overlap frames we own exclusively. `n <= len` and
+            // `copied + n <= src.len()`.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(copied), ptr, n) };
             copied += n;
             if copied == src.len() {
                 break;
@@ -409,8 +413,50 @@ impl ReadRequest {
         for h in self.hooks.drain(..) {
             h(outcome);
         }
-        self.stream
-            .read_finished(self.slot, result, outcome == ReadOutcome::Cancelled);
+        // The frame list goes back to the stream for its next read (one
+        // allocation per read saved); this request is done with it.
+        let frames = std::mem::take(&mut self.frames);
+        self.done = 0;
+        self.skip = 0;
+        self.stream.read_finished(self.slot, result, frames);
+    }
+}
+
+/// Iterator over a request's destination runs; see [`ReadRequest::runs`].
+struct Runs<'a> {
+    pool: &'a crate::pool::PoolInner,
+    frames: std::slice::Iter<'a, u32>,
+    block_size: usize,
+    /// Offset into the first frame (the request's `skip`), then 0.
+    first_off: usize,
+    /// A run started by a frame that did not join the previous one.
+    next: Option<(*mut u8, usize)>,
+}
+
+impl Iterator for Runs<'_> {
+    type Item = (*mut u8, usize);
+
+    fn next(&mut self) -> Option<(*mut u8, usize)> {
+        let bs = self.block_size;
+        let (start, mut len) = match self.next.take() {
+            Some(r) => r,
+            None => {
+                let &f = self.frames.next()?;
+                let off = std::mem::take(&mut self.first_off);
+                // `off < block_size`, so this stays inside frame `f`.
+                (self.pool.frame_ptr(f).wrapping_add(off), bs - off)
+            }
+        };
+        for &f in self.frames.by_ref() {
+            let ptr = self.pool.frame_ptr(f);
+            if start.wrapping_add(len) == ptr {
+                len += bs;
+            } else {
+                self.next = Some((ptr, bs));
+                break;
+            }
+        }
+        Some((start, len))
     }
 }
 

@@ -209,9 +209,11 @@ pub struct PoolStats {
     pub valid: usize,
     /// Frames being read.
     pub reading: usize,
-    /// Valid frames reused for another block.
+    /// Valid frames reused for another block. A live stream adds those it
+    /// made through its ring in batches of 64, and the rest when it ends.
     pub evictions: u64,
-    /// Frames reused from a stream's ring.
+    /// Frames reused from a stream's ring (a live stream's, likewise, in
+    /// batches of 64).
     pub ring_reuses: u64,
     /// Times a clock sweep found every frame pinned.
     pub exhausted: u64,

@@ -23,7 +23,9 @@ pub const MAX_IO_COMBINE_LIMIT: usize = 128;
 /// Largest `max_ios` (PostgreSQL's `effective_io_concurrency` maximum).
 pub const MAX_IOS: usize = 1000;
 
-type Done = (u32, Result<bool, io::Error>);
+/// A finished read: its slot, `Ok(served_from_cache) | Err`, and its frame
+/// list (emptied) to reuse for a later read.
+type Done = (u32, Result<bool, io::Error>, Vec<u32>);
 
 /// What a stream shares with its reads in flight and its guards: the pool,
 /// and the mailbox where finished reads report.
@@ -31,7 +33,7 @@ pub(crate) struct StreamShared {
     pub(crate) pool: Arc<PoolInner>,
     /// The task polling the stream.
     waker: AtomicWaker,
-    /// Finished reads: `(slot, Ok(served_from_cache) | Err)`.
+    /// Finished reads (see [`Done`]).
     done: Mutex<Vec<Done>>,
     /// `done` is non-empty (checked before taking the lock).
     has_done: AtomicU8,
@@ -39,10 +41,10 @@ pub(crate) struct StreamShared {
 
 impl StreamShared {
     /// Called by a request when it ends, from whatever thread completes it.
-    pub(crate) fn read_finished(&self, slot: u32, result: io::Result<bool>, _cancelled: bool) {
+    pub(crate) fn read_finished(&self, slot: u32, result: io::Result<bool>, frames: Vec<u32>) {
         {
             let mut done = lock(&self.done);
-            done.push((slot, result));
+            done.push((slot, result, frames));
             // Set under the lock, so `take_done` never clears it while an
             // entry it has not taken is in the list.
             self.has_done.store(1, Ordering::Release);
@@ -508,8 +510,9 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
         let mut done = std::mem::take(&mut self.done_scratch);
         self.shared.take_done(&mut done);
         let any = !done.is_empty();
-        for (slot, result) in done.drain(..) {
+        for (slot, result, frames) in done.drain(..) {
             self.planner.read_done(slot, result);
+            self.planner.recycle(frames);
         }
         self.done_scratch = done;
         any
@@ -613,6 +616,9 @@ impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {
         let (planner, mut env) = self.split();
         planner.reset(&mut env);
         let pool = &self.shared.pool;
+        if let Some(ring) = self.ring.as_mut() {
+            pool.flush_ring_counts(ring);
+        }
         pool.stream_ended(self.claim);
         lock(&pool.totals).merge(&self.planner.stats);
     }

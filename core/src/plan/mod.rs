@@ -226,6 +226,8 @@ pub(crate) struct Planner<D> {
     /// or is reading.
     issued_any: bool,
     followed_any: bool,
+    /// Emptied frame lists of finished reads, reused for new ones.
+    spare_runs: Vec<Vec<u32>>,
     pub(crate) stats: StreamStats,
 }
 
@@ -255,7 +257,17 @@ impl<D> Planner<D> {
             stashed: None,
             exhausted: false,
             in_fast_path: false,
+            spare_runs: Vec::new(),
             stats: StreamStats::default(),
+        }
+    }
+
+    /// Takes back a finished read's frame list for a later read (at most
+    /// one per read slot is kept).
+    pub(crate) fn recycle(&mut self, mut frames: Vec<u32>) {
+        if self.spare_runs.len() < self.cfg.max_ios && frames.capacity() > 0 {
+            frames.clear();
+            self.spare_runs.push(frames);
         }
     }
 
@@ -455,7 +467,10 @@ impl<D> Planner<D> {
         let start = self.queue.len() - self.pending_n;
         let cap = self.cap();
         let mut i = start;
-        let mut run: Vec<u32> = Vec::with_capacity(eff_combine.min(self.pending_n));
+        let mut run: Vec<u32> = self
+            .spare_runs
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(eff_combine.min(self.pending_n)));
         let mut run_start = start;
         let slot = *self
             .free_ios
@@ -506,6 +521,8 @@ impl<D> Planner<D> {
         }
         if !run.is_empty() {
             self.issue(env, slot, run_start, run);
+        } else {
+            self.recycle(run);
         }
         progressed
     }

@@ -49,6 +49,10 @@ pub(crate) struct Ring {
     pos: usize,
     /// Most slots it may grow to.
     max_len: usize,
+    /// Reuses not yet added to the pool's counter.
+    reuses: u64,
+    /// Of those, reuses that evicted a valid block.
+    evictions: u64,
 }
 
 impl Ring {
@@ -59,7 +63,29 @@ impl Ring {
             slots: vec![EMPTY_SLOT; frames],
             pos: 0,
             max_len: max_len.max(frames),
+            reuses: 0,
+            evictions: 0,
         }
+    }
+
+    /// Reuses counted locally before they are added to the pool's counters.
+    pub(crate) const FLUSH_EVERY: u64 = 64;
+
+    /// Counts a reuse of the current slot's frame (`evicted`: it held a
+    /// valid block); true when the counts should be flushed to the pool.
+    #[inline]
+    pub(crate) fn count_reuse(&mut self, evicted: bool) -> bool {
+        self.reuses += 1;
+        self.evictions += u64::from(evicted);
+        self.reuses >= Self::FLUSH_EVERY
+    }
+
+    /// Takes the counts not yet flushed: `(reuses, evictions)`.
+    pub(crate) fn take_counts(&mut self) -> (u64, u64) {
+        let c = (self.reuses, self.evictions);
+        self.reuses = 0;
+        self.evictions = 0;
+        c
     }
 
     /// The frame in the current slot, if the slot has been filled.

@@ -36,17 +36,22 @@ pub(crate) fn unpack(slot: u64) -> (u32, u32) {
     (slot as u32, (slot >> 32) as u32)
 }
 
+/// [`CHUNK_BLOCKS`] slots. A fixed-length array, so indexing by a masked
+/// block number needs no bounds check; boxed, as it is built on the heap (32
+/// KiB, more under loom, is too much for a model thread's stack).
 #[derive(Debug)]
 pub(crate) struct Chunk {
-    pub(crate) slots: Box<[AtomicU64]>,
+    pub(crate) slots: Box<[AtomicU64; CHUNK_BLOCKS]>,
 }
 
 impl Chunk {
-    fn new() -> Self {
-        Chunk {
-            slots: (0..CHUNK_BLOCKS)
-                .map(|_| AtomicU64::new(EMPTY_SLOT))
-                .collect(),
+    fn new() -> Arc<Self> {
+        let slots: Box<[AtomicU64]> = (0..CHUNK_BLOCKS)
+            .map(|_| AtomicU64::new(EMPTY_SLOT))
+            .collect();
+        match slots.try_into() {
+            Ok(slots) => Arc::new(Chunk { slots }),
+            Err(_) => unreachable!("the iterator yields CHUNK_BLOCKS slots"),
         }
     }
 }
@@ -75,9 +80,7 @@ impl FileTable {
     fn chunk(&self, ci: usize, create: bool) -> Option<Arc<Chunk>> {
         let mut chunks = lock(&self.chunks);
         if create {
-            Some(Arc::clone(
-                chunks.entry(ci).or_insert_with(|| Arc::new(Chunk::new())),
-            ))
+            Some(Arc::clone(chunks.entry(ci).or_insert_with(Chunk::new)))
         } else {
             chunks.get(&ci).cloned()
         }
@@ -131,30 +134,38 @@ impl FileView {
         self.table.id
     }
 
-    /// The slot of `block`, creating its chunk if needed.
+    /// The slot of `block`, creating its chunk if needed. Small enough to
+    /// inline: the rare cases (a chunk this view has not cached, a block
+    /// past the dense range) are out of line.
     #[inline]
     pub(crate) fn slot(&mut self, block: BlockNumber) -> &AtomicU64 {
         let ci = chunk_index(block);
         let i = (block as usize) & (CHUNK_BLOCKS - 1);
-        if ci < DENSE_CHUNKS {
-            if ci >= self.dense.len() || self.dense[ci].is_none() {
-                self.fill(ci);
-            }
-            match &self.dense[ci] {
-                Some(c) => &c.slots[i],
-                None => unreachable!("fill created the chunk"),
-            }
-        } else {
-            let table = &self.table;
-            let c = self
-                .sparse
-                .entry(ci)
-                .or_insert_with(|| table.chunk(ci, true).expect("created"));
-            &c.slots[i]
+        if ci >= DENSE_CHUNKS {
+            return self.sparse_slot(ci, i);
+        }
+        if !matches!(self.dense.get(ci), Some(Some(_))) {
+            self.fill(ci);
+        }
+        match &self.dense[ci] {
+            Some(c) => &c.slots[i],
+            None => unreachable!("fill created the chunk"),
         }
     }
 
     #[cold]
+    #[inline(never)]
+    fn sparse_slot(&mut self, ci: usize, i: usize) -> &AtomicU64 {
+        let table = &self.table;
+        let c = self
+            .sparse
+            .entry(ci)
+            .or_insert_with(|| table.chunk(ci, true).expect("created"));
+        &c.slots[i]
+    }
+
+    #[cold]
+    #[inline(never)]
     fn fill(&mut self, ci: usize) {
         if ci >= self.dense.len() {
             self.dense.resize(ci + 1, None);
