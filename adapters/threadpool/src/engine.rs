@@ -18,6 +18,19 @@
 //! off, a read continuing kernel read-ahead) still get a thread each, as
 //! their thread is what submits them to the device. Priming only changes
 //! which thread does a read and when, never what it reads.
+//!
+//! # O_DIRECT reads: native AIO
+//!
+//! An O_DIRECT read has no page cache to prime, so on a thread it costs a
+//! thread wake to start and a context switch to finish, each on the
+//! critical path (a bitmap scan spent about 46 µs of CPU per page, against
+//! 17 µs for io_uring, and kept only 2–4 reads at the device out of 16).
+//! Aligned O_DIRECT reads are therefore submitted inline with Linux native
+//! AIO (`io_submit`, `RWF_NOWAIT`, which never waits for the device), and one
+//! reaper thread per engine collects their completions in batches
+//! (`io_getevents`) and completes the requests there. A read AIO cannot take
+//! (it would block, a short read's remainder, an unaligned buffer, no AIO in
+//! the kernel) goes to the I/O threads as before.
 
 use crate::file::{FileInner, ThreadPoolFile};
 use crate::sys;
@@ -27,9 +40,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Default number of I/O threads: enough for a stream's default `max_ios`
 /// (16) reads to block at once.
@@ -42,6 +55,14 @@ const THREAD_STACK: usize = 256 * 1024;
 /// thread before another thread is woken or started for them: a stream's
 /// default `max_ios` (16), so one stream's advised reads share one thread.
 pub(crate) const PRIMED_JOBS_PER_THREAD: usize = 16;
+
+/// Events an engine's AIO context holds (reads in flight through AIO at
+/// most; more fall back to the I/O threads).
+const AIO_EVENTS: u32 = 256;
+
+/// How long the AIO reaper waits for a completion before it looks whether
+/// the engine was dropped.
+const AIO_IDLE_POLL: Duration = Duration::from_millis(200);
 
 thread_local! {
     /// The range the last [`IoEngine::advise`] on this thread covered:
@@ -57,6 +78,7 @@ thread_local! {
 pub struct ThreadPoolBuilder {
     threads: usize,
     nowait: bool,
+    aio: bool,
     name: String,
 }
 
@@ -74,6 +96,15 @@ impl ThreadPoolBuilder {
     /// off by itself if the kernel does not support it.
     pub fn nowait(mut self, on: bool) -> Self {
         self.nowait = on;
+        self
+    }
+
+    /// Submit aligned O_DIRECT reads with Linux native AIO from the calling
+    /// thread, with one reaper thread completing them, instead of one I/O
+    /// thread per read (default on). Turned off by itself if the kernel
+    /// has no AIO.
+    pub fn aio(mut self, on: bool) -> Self {
+        self.aio = on;
         self
     }
 
@@ -98,6 +129,8 @@ impl ThreadPoolBuilder {
                     max_threads: self.threads,
                     name: self.name,
                     nowait: AtomicBool::new(self.nowait),
+                    aio_on: AtomicBool::new(self.aio),
+                    aio: Mutex::new(None),
                     counters: Counters::default(),
                 }),
             }),
@@ -159,6 +192,11 @@ pub struct EngineStats {
     pub queued_primed: u64,
     /// Blocking `preadv` calls made by the I/O threads.
     pub thread_preads: u64,
+    /// O_DIRECT reads submitted inline with native AIO.
+    pub aio_reads: u64,
+    /// O_DIRECT reads AIO did not take (it would have blocked, or the
+    /// kernel refused it) that went to the I/O threads instead.
+    pub aio_fallbacks: u64,
     /// I/O threads started.
     pub threads_started: u64,
 }
@@ -172,6 +210,8 @@ struct Counters {
     queued: AtomicU64,
     queued_primed: AtomicU64,
     thread_preads: AtomicU64,
+    aio_reads: AtomicU64,
+    aio_fallbacks: AtomicU64,
     threads_started: AtomicU64,
 }
 
@@ -186,7 +226,26 @@ struct Shared {
     max_threads: usize,
     name: String,
     nowait: AtomicBool,
+    /// AIO for O_DIRECT reads wanted and not (yet) found unsupported.
+    aio_on: AtomicBool,
+    /// The AIO context and its reaper, made at the first O_DIRECT read.
+    aio: Mutex<Option<Arc<Aio>>>,
     counters: Counters,
+}
+
+/// An engine's AIO context. The reaper thread holds it (and the `Shared`)
+/// until the engine is dropped and no AIO read is in flight.
+struct Aio {
+    ctx: sys::aio::Context,
+    /// Reads submitted and not yet reaped.
+    in_flight: AtomicUsize,
+}
+
+/// An O_DIRECT read in flight through AIO: boxed, its address is the AIO
+/// tag, and the reaper takes it back.
+struct AioJob {
+    file: Arc<FileInner>,
+    req: ReadRequest,
 }
 
 struct State {
@@ -225,6 +284,7 @@ impl fmt::Debug for ThreadPoolEngine {
         f.debug_struct("ThreadPoolEngine")
             .field("max_threads", &s.max_threads)
             .field("nowait", &s.nowait.load(Ordering::Relaxed))
+            .field("aio", &s.aio_on.load(Ordering::Relaxed))
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
@@ -247,6 +307,7 @@ impl ThreadPoolEngine {
         ThreadPoolBuilder {
             threads: DEFAULT_THREADS,
             nowait: true,
+            aio: true,
             name: "pagestream-io".into(),
         }
     }
@@ -255,6 +316,12 @@ impl ThreadPoolEngine {
     /// themselves if the kernel rejects the flag).
     pub fn nowait(&self) -> bool {
         self.handle.shared.nowait.load(Ordering::Relaxed)
+    }
+
+    /// Whether aligned O_DIRECT reads go through native AIO (it switches
+    /// off by itself if the kernel has none).
+    pub fn aio(&self) -> bool {
+        self.handle.shared.aio_on.load(Ordering::Relaxed)
     }
 
     /// Most I/O threads.
@@ -274,6 +341,8 @@ impl ThreadPoolEngine {
             queued: l(&c.queued),
             queued_primed: l(&c.queued_primed),
             thread_preads: l(&c.thread_preads),
+            aio_reads: l(&c.aio_reads),
+            aio_fallbacks: l(&c.aio_fallbacks),
             threads_started: l(&c.threads_started),
         }
     }
@@ -371,7 +440,169 @@ fn worker(shared: Arc<Shared>) {
     }
 }
 
+/// Collects AIO completions and completes their requests, until the engine
+/// is dropped and nothing is in flight.
+fn reaper(shared: Arc<Shared>, aio: Arc<Aio>) {
+    let mut events = vec![sys::aio::IoEvent::default(); 64];
+    loop {
+        let n = match aio.ctx.get_events(&mut events, AIO_IDLE_POLL) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+            Err(_) => {
+                // Cannot happen with a valid context and buffer; do not
+                // spin on it, and keep collecting what is in flight.
+                std::thread::sleep(AIO_IDLE_POLL);
+                0
+            }
+        };
+        for ev in &events[..n] {
+            aio.in_flight.fetch_sub(1, Ordering::AcqRel);
+            // SAFETY: every event's tag is a pointer from `Box::into_raw` in
+            // `start_aio` for a read the kernel accepted; the kernel returns
+            // each accepted read's event exactly once, and it has stopped
+            // writing the read's frames by then.
+            let job = unsafe { Box::from_raw(ev.data as *mut AioJob) };
+            let res = ev.res;
+            // As on the I/O threads, a panic in a filter or hook drops the
+            // request (cancelling it) and the reaper goes on.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| aio_done(&shared, *job, res)));
+        }
+        if n == 0 && aio.in_flight.load(Ordering::Acquire) == 0 && lock(&shared.state).shutdown {
+            return;
+        }
+    }
+}
+
+/// Finishes an AIO read that returned `res` (bytes, or `-errno`).
+fn aio_done(shared: &Arc<Shared>, job: AioJob, res: i64) {
+    let AioJob { file, req } = job;
+    let r = if res >= 0 {
+        Ok(res as usize)
+    } else {
+        let errno = i32::try_from(-res).unwrap_or(libc::EIO);
+        if errno == libc::EAGAIN || errno == libc::EINTR {
+            // It would have blocked after all: a thread reads it.
+            shared
+                .counters
+                .aio_fallbacks
+                .fetch_add(1, Ordering::Relaxed);
+            shared.submit(Job {
+                file,
+                req,
+                primed: false,
+            });
+            return;
+        }
+        Err(io::Error::from_raw_os_error(errno))
+    };
+    if let Some(rest) = req.complete(r) {
+        // A short read's remainder starts inside a block: the threads
+        // read it (with a bounce buffer).
+        shared.submit(Job {
+            file,
+            req: rest,
+            primed: false,
+        });
+    }
+}
+
 impl Shared {
+    /// The engine's AIO context, made (with its reaper) on first use.
+    /// `None` if the kernel has none (AIO is then switched off).
+    fn aio(self: &Arc<Self>) -> Option<Arc<Aio>> {
+        let mut g = self.aio.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(a) = &*g {
+            return Some(Arc::clone(a));
+        }
+        let aio = match sys::aio::Context::new(AIO_EVENTS) {
+            Ok(ctx) => Arc::new(Aio {
+                ctx,
+                in_flight: AtomicUsize::new(0),
+            }),
+            Err(_) => {
+                self.aio_on.store(false, Ordering::Relaxed);
+                return None;
+            }
+        };
+        let (shared, reaper_aio) = (Arc::clone(self), Arc::clone(&aio));
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-aio", self.name))
+            .stack_size(THREAD_STACK)
+            .spawn(move || reaper(shared, reaper_aio));
+        if spawned.is_err() {
+            // Nothing could complete AIO reads: do not submit any.
+            self.aio_on.store(false, Ordering::Relaxed);
+            return None;
+        }
+        *g = Some(Arc::clone(&aio));
+        Some(aio)
+    }
+
+    /// Submits the O_DIRECT read `req` with AIO. Returns it back when AIO
+    /// cannot take it (the caller hands it to the threads).
+    fn start_aio(
+        self: &Arc<Self>,
+        file: &Arc<FileInner>,
+        mut req: ReadRequest,
+    ) -> Option<ReadRequest> {
+        let (a, m) = (file.align as u64, file.mem_align);
+        if req.block_size() as u64 % a != 0
+            || req.offset() % a != 0
+            || req.len_bytes() as u64 % a != 0
+        {
+            return Some(req); // the threads report it or bounce it
+        }
+        let iov: Vec<libc::iovec> = req
+            .raw_buffers()
+            .into_iter()
+            .map(|(ptr, len)| libc::iovec {
+                iov_base: ptr.cast(),
+                iov_len: len,
+            })
+            .collect();
+        if iov.len() > 1024 || iov.iter().any(|v| v.iov_base as usize % m != 0) {
+            return Some(req);
+        }
+        let aio = self.aio()?;
+        let offset = req.offset();
+        let fd = file.fd();
+        let job = Box::into_raw(Box::new(AioJob {
+            file: Arc::clone(file),
+            req,
+        }));
+        aio.in_flight.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: `iov` describes the frames `req` owns (`raw_buffers`: valid
+        // and this request's alone until it is completed or dropped). The
+        // request now lives in the leaked box `job`, which only the reaper
+        // takes back, after the kernel has returned this read's event, so
+        // the frames stay owned, valid and untouched while the kernel
+        // writes them.
+        let r = unsafe {
+            aio.ctx
+                .submit_preadv(fd, &iov, offset, libc::RWF_NOWAIT, job as u64)
+        };
+        match r {
+            Ok(()) => {
+                self.counters.aio_reads.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e) => {
+                aio.in_flight.fetch_sub(1, Ordering::AcqRel);
+                // SAFETY: the submission failed, so the kernel never saw
+                // `job`: this is its only owner, and it came from
+                // `Box::into_raw` above.
+                let job = unsafe { Box::from_raw(job) };
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                    // No AIO for this kind of file or kernel: stop trying.
+                    _ => self.aio_on.store(false, Ordering::Relaxed),
+                }
+                self.counters.aio_fallbacks.fetch_add(1, Ordering::Relaxed);
+                Some(job.req)
+            }
+        }
+    }
+
     fn submit(self: &Arc<Self>, job: Job) {
         self.counters.queued.fetch_add(1, Ordering::Relaxed);
         let primed = job.primed;
@@ -426,6 +657,12 @@ impl IoEngine for ThreadPoolEngine {
     fn start_read(&self, file: &ThreadPoolFile, mut req: ReadRequest) {
         let shared = &self.handle.shared;
         let inner = &file.inner;
+        if inner.direct && shared.aio_on.load(Ordering::Relaxed) {
+            match shared.start_aio(inner, req) {
+                None => return,
+                Some(r) => req = r,
+            }
+        }
         let primed = ADVISED.take().is_some_and(|(id, start, end)| {
             id == Arc::as_ptr(inner) as usize
                 && start <= req.offset()

@@ -34,6 +34,13 @@ fn conformance_direct_block_on() {
 }
 
 #[test]
+fn conformance_direct_no_aio_block_on() {
+    // O_DIRECT reads on the I/O threads only (the fallback of AIO).
+    let engine = ThreadPoolEngine::builder().aio(false).build();
+    block_on(run_all(&real_files(engine, true, "direct-no-aio")));
+}
+
+#[test]
 fn conformance_one_thread_block_on() {
     // One I/O thread: reads queue behind each other, caps still hold.
     let engine = ThreadPoolEngine::builder().threads(1).build();

@@ -149,9 +149,58 @@ fn direct_cold_scan_is_correct() {
     );
     assert_eq!(st.advice, 0, "advice under O_DIRECT: {st}");
     assert_eq!(st.blocks_read, n, "{st}");
-    // No advice, so no read is primed: each O_DIRECT read needs its own
-    // thread to reach the device.
-    assert_eq!(engine.stats().queued_primed, 0, "{:?}", engine.stats());
+    // No advice, so no read is primed.
+    let es = engine.stats();
+    assert_eq!(es.queued_primed, 0, "{es:?}");
+    // Aligned O_DIRECT reads go through native AIO where the kernel has it.
+    assert!(es.aio_reads > 0 || !engine.aio(), "{es:?}");
+}
+
+#[test]
+fn direct_reads_without_aio_use_threads() {
+    let n = 256;
+    let f = stamped("direct-no-aio", 14, n);
+    let engine = ThreadPoolEngine::builder().aio(false).build();
+    assert!(!engine.aio());
+    let file = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
+    let st = scan_verify(&engine, file, 14, n);
+    assert_eq!(st.blocks_read, n, "{st}");
+    let es = engine.stats();
+    assert_eq!(es.aio_reads, 0, "{es:?}");
+    assert_eq!(es.queued, st.reads, "every read on a thread: {es:?} {st}");
+}
+
+#[test]
+fn direct_sparse_reads_through_aio_are_correct() {
+    // Many single-block O_DIRECT reads in flight at once through AIO, in
+    // two streams over one engine: every page right and in order.
+    let n = 2048;
+    let f = stamped("direct-aio", 15, n);
+    let engine = ThreadPoolEngine::new();
+    let pool = BufferPool::new(1024, BS).unwrap();
+    for step in [3u64, 7] {
+        let file = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
+        let blocks: Vec<u64> = (0..n).step_by(step as usize).collect();
+        let mut s = ReadStream::builder(&pool, engine.clone(), file)
+            .build(source::iter(blocks.clone()))
+            .unwrap();
+        let got = block_on(async {
+            let mut got = Vec::new();
+            while let Some(page) = s.next().await {
+                let page = page.expect("page");
+                assert!(
+                    stamp::check(15, page.block(), &page),
+                    "block {}",
+                    page.block()
+                );
+                got.push(page.block());
+            }
+            got
+        });
+        assert_eq!(got, blocks);
+    }
+    let es = engine.stats();
+    assert!(es.aio_reads > 0 || !engine.aio(), "{es:?}");
 }
 
 #[test]
