@@ -79,6 +79,7 @@ pub struct ThreadPoolBuilder {
     threads: usize,
     nowait: bool,
     aio: bool,
+    blocking_inline: bool,
     name: String,
 }
 
@@ -108,6 +109,24 @@ impl ThreadPoolBuilder {
         self
     }
 
+    /// Reads that would go to an I/O thread are read on the calling thread
+    /// instead, with a blocking `preadv` (default off). This breaks the
+    /// engine's promise not to block the thread that polls the stream, so
+    /// use it only where that thread is yours alone (a stream driven by
+    /// `futures::executor::block_on` on a dedicated thread, as a
+    /// PostgreSQL backend does its synchronous I/O), never under a shared
+    /// executor such as tokio, where it stalls every task on that thread
+    /// for each device read. It saves the two thread hops a read otherwise
+    /// costs, which is worth it with `max_ios = 0` (one read at a time,
+    /// nothing to overlap); with deeper `max_ios` it serialises reads that
+    /// the threads would overlap, so it loses. O_DIRECT reads that native
+    /// AIO takes do not block either way (turn [`aio`](Self::aio) off too
+    /// to read those inline).
+    pub fn blocking_inline(mut self, on: bool) -> Self {
+        self.blocking_inline = on;
+        self
+    }
+
     /// Name prefix of the I/O threads (default `"pagestream-io"`).
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -130,6 +149,7 @@ impl ThreadPoolBuilder {
                     name: self.name,
                     nowait: AtomicBool::new(self.nowait),
                     aio_on: AtomicBool::new(self.aio),
+                    blocking_inline: self.blocking_inline,
                     aio: Mutex::new(None),
                     counters: Counters::default(),
                 }),
@@ -190,8 +210,12 @@ pub struct EngineStats {
     /// started, so the kernel was already reading them): they queue for a
     /// busy thread instead of waking one each.
     pub queued_primed: u64,
-    /// Blocking `preadv` calls made by the I/O threads.
+    /// Blocking `preadv` calls made by the I/O threads (or, with
+    /// [`ThreadPoolBuilder::blocking_inline`], on the calling thread).
     pub thread_preads: u64,
+    /// Reads done blocking on the calling thread
+    /// ([`ThreadPoolBuilder::blocking_inline`]).
+    pub inline_blocking_reads: u64,
     /// O_DIRECT reads submitted inline with native AIO.
     pub aio_reads: u64,
     /// O_DIRECT reads AIO did not take (it would have blocked, or the
@@ -210,6 +234,7 @@ struct Counters {
     queued: AtomicU64,
     queued_primed: AtomicU64,
     thread_preads: AtomicU64,
+    inline_blocking_reads: AtomicU64,
     aio_reads: AtomicU64,
     aio_fallbacks: AtomicU64,
     threads_started: AtomicU64,
@@ -228,6 +253,8 @@ struct Shared {
     nowait: AtomicBool,
     /// AIO for O_DIRECT reads wanted and not (yet) found unsupported.
     aio_on: AtomicBool,
+    /// Read on the calling thread instead of the I/O threads.
+    blocking_inline: bool,
     /// The AIO context and its reaper, made at the first O_DIRECT read.
     aio: Mutex<Option<Arc<Aio>>>,
     counters: Counters,
@@ -308,6 +335,7 @@ impl ThreadPoolEngine {
             threads: DEFAULT_THREADS,
             nowait: true,
             aio: true,
+            blocking_inline: false,
             name: "pagestream-io".into(),
         }
     }
@@ -341,6 +369,7 @@ impl ThreadPoolEngine {
             queued: l(&c.queued),
             queued_primed: l(&c.queued_primed),
             thread_preads: l(&c.thread_preads),
+            inline_blocking_reads: l(&c.inline_blocking_reads),
             aio_reads: l(&c.aio_reads),
             aio_fallbacks: l(&c.aio_fallbacks),
             threads_started: l(&c.threads_started),
@@ -709,11 +738,20 @@ impl IoEngine for ThreadPoolEngine {
                 }
             }
         }
-        shared.submit(Job {
+        let job = Job {
             file: Arc::clone(inner),
             req,
             primed,
-        });
+        };
+        if shared.blocking_inline {
+            shared
+                .counters
+                .inline_blocking_reads
+                .fetch_add(1, Ordering::Relaxed);
+            run(shared, job);
+            return;
+        }
+        shared.submit(job);
     }
 
     fn advice_useful(&self, file: &ThreadPoolFile) -> bool {

@@ -14,6 +14,11 @@
 //!   advised just before starting them are already being read by the
 //!   kernel, so they queue for a busy thread rather than waking one each
 //!   (see [`EngineStats::queued_primed`]).
+//!   Aligned O_DIRECT reads are submitted inline with Linux native AIO
+//!   (`io_submit`) and completed by one reaper thread, not a thread each
+//!   ([`ThreadPoolBuilder::aio`]). Callers that own the polling thread
+//!   may read inline, blocking, instead of hopping to a thread
+//!   ([`ThreadPoolBuilder::blocking_inline`]: for `max_ios = 0`).
 //! - [`ThreadPoolFile`]: an open file, buffered or `O_DIRECT`, optionally
 //!   with `POSIX_FADV_RANDOM` (kernel read-ahead off). Buffered files accept
 //!   `POSIX_FADV_WILLNEED` advice from the planner; `O_DIRECT` files never

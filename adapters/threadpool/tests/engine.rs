@@ -418,3 +418,34 @@ fn unadvised_reads_are_not_primed() {
     assert!(es.queued > 0, "{es:?}");
     assert_eq!(es.queued_primed, 0, "{es:?}");
 }
+
+#[test]
+fn blocking_inline_reads_on_the_calling_thread() {
+    // Buffered and O_DIRECT (AIO off): no read goes to an I/O thread, and
+    // every page is right.
+    let n = 512;
+    let f = stamped("inline", 16, n);
+    for direct in [false, true] {
+        let engine = ThreadPoolEngine::builder()
+            .blocking_inline(true)
+            .aio(false)
+            .build();
+        let file = if direct {
+            ThreadPoolFile::open_direct(f.path(), BS).unwrap()
+        } else {
+            let file = ThreadPoolFile::open(f.path()).unwrap();
+            evict(file.as_file());
+            file
+        };
+        let st = scan_verify(&engine, file, 16, n);
+        assert_eq!(st.blocks_read, n, "{st}");
+        let es = engine.stats();
+        assert_eq!(es.queued, 0, "direct {direct}: {es:?}");
+        assert_eq!(es.threads_started, 0, "direct {direct}: {es:?}");
+        assert_eq!(
+            es.inline_blocking_reads + es.nowait_full,
+            st.reads,
+            "direct {direct}: every read inline: {es:?} {st}"
+        );
+    }
+}
