@@ -4,9 +4,10 @@ use crate::sys;
 use pagestream::{EngineFile, FileId};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Frames in a pool are 4096-aligned: the strictest memory alignment an
@@ -32,6 +33,8 @@ pub(crate) struct FileInner {
     pub(crate) direct: bool,
     /// O_DIRECT file offset / length alignment (1 when buffered).
     pub(crate) align: usize,
+    /// Kernel read-ahead was turned off ([`TokioUringFile::disable_readahead`]).
+    readahead_off: AtomicBool,
 }
 
 impl FileInner {
@@ -47,6 +50,10 @@ impl fmt::Debug for TokioUringFile {
             .field("id", &self.inner.id)
             .field("direct", &self.inner.direct)
             .field("align", &self.inner.align)
+            .field(
+                "readahead_off",
+                &self.inner.readahead_off.load(Ordering::Relaxed),
+            )
             .finish()
     }
 }
@@ -134,6 +141,7 @@ impl TokioUringFile {
                 path: path.to_owned(),
                 direct: direct.is_some(),
                 align,
+                readahead_off: AtomicBool::new(false),
             }),
         })
     }
@@ -155,6 +163,44 @@ impl TokioUringFile {
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
+
+    /// Turns the kernel's read-ahead off for this open file (and its
+    /// clones): `posix_fadvise(POSIX_FADV_RANDOM)` over the whole file, as
+    /// a bitmap heap scan or any random access wants, so that a cold
+    /// buffered read fetches only the blocks asked for. Streams built
+    /// afterwards see [`EngineFile::kernel_readahead`] as `false`. A no-op
+    /// on an `O_DIRECT` file, which has no read-ahead.
+    pub fn disable_readahead(&self) -> io::Result<()> {
+        if self.inner.direct {
+            return Ok(());
+        }
+        sys::fadvise_all(self.inner.fd(), libc::POSIX_FADV_RANDOM).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot turn read-ahead off for {} (posix_fadvise POSIX_FADV_RANDOM): {e}",
+                    self.inner.path.display()
+                ),
+            )
+        })?;
+        self.inner.readahead_off.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The open descriptor, for system calls this crate does not wrap (`fstat`,
+/// `posix_fadvise`, …). It stays open as long as any clone of the file or
+/// any read of it is in flight; do not close it.
+impl AsFd for TokioUringFile {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.file.as_fd()
+    }
+}
+
+impl AsRawFd for TokioUringFile {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.fd()
+    }
 }
 
 impl EngineFile for TokioUringFile {
@@ -167,6 +213,6 @@ impl EngineFile for TokioUringFile {
     }
 
     fn kernel_readahead(&self) -> bool {
-        !self.inner.direct
+        !self.inner.direct && !self.inner.readahead_off.load(Ordering::Relaxed)
     }
 }

@@ -1,4 +1,5 @@
-//! The one system call std does not wrap: `statx(STATX_DIOALIGN)`.
+//! The system calls std does not wrap: `statx(STATX_DIOALIGN)` and
+//! `posix_fadvise`.
 
 use std::os::fd::RawFd;
 
@@ -28,4 +29,15 @@ pub(crate) fn dio_align(fd: RawFd) -> Option<(usize, usize)> {
         stx.stx_dio_mem_align.max(1) as usize,
         stx.stx_dio_offset_align as usize,
     ))
+}
+
+/// `posix_fadvise(fd, 0, 0, advice)`: advice for the whole file.
+pub(crate) fn fadvise_all(fd: RawFd, advice: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: posix_fadvise takes no pointers; any descriptor, range and
+    // advice value is allowed (a bad one is reported as an error number).
+    let r = unsafe { libc::posix_fadvise(fd, 0, 0, advice) };
+    if r != 0 {
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    Ok(())
 }
