@@ -36,7 +36,7 @@ use io_uring::{opcode, types};
 use pagestream::ReadRequest;
 use std::io;
 use std::sync::Arc;
-use tokio_uring::{OneshotOutputTransform, UnsubmittedOneshot};
+use tokio_uring::{InFlightOneshot, OneshotOutputTransform, UnsubmittedOneshot};
 
 /// Largest single read submitted (aligned for any O_DIRECT alignment up to
 /// 1 GiB); a longer request simply comes back short and its remainder is
@@ -72,6 +72,9 @@ pub(crate) struct ReadDone;
 /// A read of `req` from `file`, ready to submit on the current thread's
 /// tokio-uring runtime.
 pub(crate) type Unsubmitted = UnsubmittedOneshot<ReadOp, ReadDone>;
+
+/// A submitted read: resolves to `(result, request)` when its CQE arrives.
+pub(crate) type InFlight = InFlightOneshot<ReadOp, ReadDone>;
 
 /// Which SQE a read became.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,11 +3,12 @@
 //!
 //! # How the engine keeps pagestream's engine contract (DESIGN §3)
 //!
-//! - **Completion on its own.** [`IoEngine::start_read`] spawns a task on
-//!   the current tokio-uring runtime (`tokio_uring::spawn`) that submits the
-//!   read, awaits its CQE and calls [`ReadRequest::complete`], which
-//!   publishes the frames and wakes every waiter; a short read's remainder
-//!   is submitted again by the same task, until the request is over. The
+//! - **Completion on its own.** [`IoEngine::start_read`] pushes the read's
+//!   SQE to the current tokio-uring ring (at once, in the order reads are
+//!   started) and spawns a task (`tokio_uring::spawn`) that awaits its CQE
+//!   and calls [`ReadRequest::complete`], which publishes the frames and
+//!   wakes every waiter; a short read's remainder is submitted again by the
+//!   same task, until the request is over. The
 //!   task is detached: nothing in it depends on the stream that issued the
 //!   read being polled or alive, so a stream that is dropped, or simply not
 //!   polled, never holds up another stream waiting for the same block.
@@ -127,7 +128,13 @@ impl IoEngine for TokioUringEngine {
             drop(req.complete(Err(err)));
             return;
         }
-        let task = read_task(Arc::clone(&file.inner), Arc::clone(&self.counters), req);
+        // The SQE is pushed now, in the order reads are started, rather than
+        // when a spawned task is first polled: with the small submission
+        // queue of `runtime_builder` the reads then go to the kernel a few
+        // at a time while the stream is still starting the rest, instead of
+        // all together when the thread parks.
+        let first = submit(Arc::clone(&file.inner), &self.counters, req);
+        let task = read_task(Arc::clone(&file.inner), Arc::clone(&self.counters), first);
         // Detached: the task completes the read whatever happens to the
         // stream. Dropping the JoinHandle does not cancel the task.
         drop(tokio_uring::spawn(task));
@@ -138,26 +145,36 @@ impl IoEngine for TokioUringEngine {
     }
 }
 
-/// Reads `req` to its end: submits, awaits the CQE, completes, and submits
-/// whatever remainder a short read leaves.
-async fn read_task(file: Arc<FileInner>, counters: Arc<Counters>, req: ReadRequest) {
-    let mut next = Some(req);
-    while let Some(req) = next {
-        counters.reads.fetch_add(1, Ordering::Relaxed);
-        let (op, kind) = buf::read_op(Arc::clone(&file), req);
-        match kind {
-            buf::Kind::Single => {}
-            buf::Kind::Vectored => {
-                counters.vectored.fetch_add(1, Ordering::Relaxed);
-            }
-            buf::Kind::Bounced => {
-                counters.bounced.fetch_add(1, Ordering::Relaxed);
-            }
+/// Builds the read of `req` and pushes its SQE to the current thread's
+/// ring.
+fn submit(file: Arc<FileInner>, counters: &Counters, req: ReadRequest) -> buf::InFlight {
+    counters.reads.fetch_add(1, Ordering::Relaxed);
+    let (op, kind) = buf::read_op(file, req);
+    match kind {
+        buf::Kind::Single => {}
+        buf::Kind::Vectored => {
+            counters.vectored.fetch_add(1, Ordering::Relaxed);
         }
-        let (result, req) = op.submit().await;
+        buf::Kind::Bounced => {
+            counters.bounced.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    op.submit()
+}
+
+/// Awaits the read `first` (already submitted) and completes its request,
+/// then submits and awaits whatever remainder a short read leaves, until
+/// the request is over.
+async fn read_task(file: Arc<FileInner>, counters: Arc<Counters>, first: buf::InFlight) {
+    let mut op = first;
+    loop {
+        let (result, req) = op.await;
         if let Ok(n) = &result {
             counters.bytes.fetch_add(*n as u64, Ordering::Relaxed);
         }
-        next = req.complete(result);
+        match req.complete(result) {
+            Some(rest) => op = submit(Arc::clone(&file), &counters, rest),
+            None => break,
+        }
     }
 }
