@@ -269,7 +269,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                     let engines: &[Engine] = match (direct, readahead) {
                         (true, _) => &[ThreadPool, TokioUring, Glommio, PreadLoop, GlommioStream],
                         (false, true) => &[ThreadPool, TokioUring, PreadLoop, FadvisePrefetch],
-                        (false, false) => &[ThreadPool, PreadLoop, FadvisePrefetch],
+                        (false, false) => &[ThreadPool, TokioUring, PreadLoop, FadvisePrefetch],
                     };
                     let cells = engines
                         .iter()
@@ -298,8 +298,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
             title: format!("Bitmap scan ({}, cold)", format_size(scale.bitmap)),
             note: "bitmap:DENSITY = that fraction of the blocks, seeded (seed 1), ascending; \
                    io_combine_limit 16. read-ahead off = POSIX_FADV_RANDOM on the file the \
-                   engine reads (tokio-uring's file exposes no descriptor, so it has no such \
-                   rows). fio has no bitmap pattern."
+                   engine reads. fio has no bitmap pattern."
                 .into(),
             rows,
             seconds: 0.0,

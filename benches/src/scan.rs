@@ -167,8 +167,7 @@ pub struct ScanConfig {
     /// O_DIRECT (forced on for glommio and glommio-stream).
     pub direct: bool,
     /// Kernel read-ahead: `false` sets `POSIX_FADV_RANDOM` on the file the
-    /// engine reads (buffered only; not available for tokio-uring, whose
-    /// file handle exposes no descriptor).
+    /// engine reads (buffered only).
     pub readahead: bool,
     /// Bytes per block.
     pub block_size: usize,
@@ -515,13 +514,6 @@ pub fn check(cfg: &ScanConfig) -> Result<(), String> {
                 .into(),
         );
     }
-    if e == Engine::TokioUring && !cfg.readahead && !cfg.direct {
-        return Err(
-            "--readahead off: not available for tokio-uring (TokioUringFile exposes \
-                    no file descriptor to give POSIX_FADV_RANDOM to)"
-                .into(),
-        );
-    }
     if cfg.combine == 0 || cfg.combine > pagestream::MAX_IO_COMBINE_LIMIT {
         return Err(format!(
             "--combine must be 1 to {}",
@@ -596,41 +588,50 @@ struct StreamScan<'a> {
 }
 
 impl StreamScan<'_> {
-    /// Opens the file for `env`'s engine; with read-ahead off (buffered,
-    /// thread pool) opens it with `POSIX_FADV_RANDOM` so the engine also
-    /// knows the kernel will not read ahead.
+    /// Opens the file for `env`'s engine; with read-ahead off (buffered)
+    /// the file gets `POSIX_FADV_RANDOM` and its engine knows the kernel
+    /// will not read ahead: the thread pool's file is opened with that
+    /// advice, tokio-uring's is turned off after opening
+    /// (`TokioUringFile::disable_readahead`).
     async fn open<E: Env>(&self, env: &E) -> io::Result<E::File> {
         let c = self.cfg;
-        if !c.readahead && !c.direct {
-            if env.runtime() != Runtime::ThreadPool {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!("--readahead off is not available for {}", env.runtime()),
-                ));
-            }
-            let f = pagestream_threadpool::ThreadPoolFile::open_with(
-                &self.target.path,
-                pagestream_threadpool::OpenOptions::new()
-                    .block_size(c.block_size)
-                    .advice(pagestream_threadpool::FileAdvice::Random),
-            )?;
-            // `E::File` is `ThreadPoolFile` on the thread-pool runtime;
-            // pagestream-runtimes has no way to pass open advice, so the
-            // file is opened here and handed over through `Any`.
-            let boxed: Box<dyn std::any::Any> = Box::new(f);
-            return boxed
-                .downcast::<E::File>()
-                .map(|b| *b)
-                .map_err(|_| io::Error::other("the thread-pool runtime's file type changed"));
+        let opts = FileOptions {
+            direct: c.direct,
+            block_size: c.block_size,
+        };
+        if c.readahead || c.direct {
+            return env.open(&self.target.path, opts).await;
         }
-        env.open(
-            &self.target.path,
-            FileOptions {
-                direct: c.direct,
-                block_size: c.block_size,
-            },
-        )
-        .await
+        // pagestream-runtimes has no way to pass open advice, so the
+        // concrete file types are reached through `Any`.
+        match env.runtime() {
+            Runtime::ThreadPool => {
+                let f = pagestream_threadpool::ThreadPoolFile::open_with(
+                    &self.target.path,
+                    pagestream_threadpool::OpenOptions::new()
+                        .block_size(c.block_size)
+                        .advice(pagestream_threadpool::FileAdvice::Random),
+                )?;
+                // `E::File` is `ThreadPoolFile` on the thread-pool runtime.
+                let boxed: Box<dyn std::any::Any> = Box::new(f);
+                boxed
+                    .downcast::<E::File>()
+                    .map(|b| *b)
+                    .map_err(|_| io::Error::other("the thread-pool runtime's file type changed"))
+            }
+            Runtime::TokioUring => {
+                let f = env.open(&self.target.path, opts).await?;
+                let any: &dyn std::any::Any = &f;
+                any.downcast_ref::<pagestream_tokio_uring::TokioUringFile>()
+                    .ok_or_else(|| io::Error::other("the tokio-uring runtime's file type changed"))?
+                    .disable_readahead()?;
+                Ok(f)
+            }
+            rt => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("--readahead off is not available for {rt}"),
+            )),
+        }
     }
 
     /// Starts the engine outside the timing (the thread pool starts its I/O

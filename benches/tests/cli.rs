@@ -196,6 +196,46 @@ fn hot_and_direct_runs_give_the_same_checksum_and_hot_reads_nothing() {
     std::fs::remove_file(&file).unwrap();
 }
 
+/// Kernel read-ahead off (`POSIX_FADV_RANDOM`) runs on both buffered stream
+/// engines that take it, tokio-uring included, and reads the same blocks
+/// as with it on.
+#[test]
+fn readahead_off_runs_on_tokio_uring_and_the_thread_pool() {
+    let file = data_file("readahead-off");
+    let mut sums = Vec::new();
+    for engine in ["threadpool", "tokio-uring"] {
+        for ra in ["on", "off"] {
+            let v = scan(
+                &file,
+                &[
+                    "--engine",
+                    engine,
+                    "--pattern",
+                    "bitmap:0.25",
+                    "--cache",
+                    "cold",
+                    "--readahead",
+                    ra,
+                    "--max-ios",
+                    "4",
+                ],
+            );
+            assert_eq!(v["readahead"], ra == "on", "{v}");
+            assert_eq!(
+                v["blocks"].as_u64(),
+                Some(bitmap_count(BLOCKS, 0.25)),
+                "{v}"
+            );
+            sums.push((
+                format!("{engine} readahead {ra}"),
+                v["checksum"].as_u64().unwrap(),
+            ));
+        }
+    }
+    assert_all_equal(&sums);
+    std::fs::remove_file(&file).unwrap();
+}
+
 #[test]
 fn random_covers_every_block_once_and_bitmap_selects_its_count() {
     for seed in [0u64, 1, 99] {
