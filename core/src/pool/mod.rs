@@ -105,6 +105,7 @@ impl fmt::Debug for BufferPool {
 pub struct PoolBuilder {
     frames: usize,
     block_size: usize,
+    prefault: bool,
 }
 
 impl PoolBuilder {
@@ -127,7 +128,30 @@ impl PoolBuilder {
         self
     }
 
-    /// Allocates the pool. Frame memory is zeroed lazily by the OS.
+    /// Map every page of frame memory when the pool is built (default
+    /// off: the OS maps each page, zeroed, the first time a read fills it).
+    ///
+    /// A first fill costs a page fault and a page clear inside the read
+    /// that fills it — for a fresh 16384-frame pool about 8 µs of a 145 µs
+    /// O_DIRECT read, and most of a cached read's copy. A long-lived pool
+    /// pays that once; a program that builds a pool per scan and times it
+    /// (a benchmark) wants it paid here instead. Costs about 0.55 ms per MiB
+    /// of pool on the calling thread (70 ms for 128 MiB on the development
+    /// VM).
+    ///
+    /// ```
+    /// use pagestream::BufferPool;
+    /// let pool = BufferPool::builder().frames(64).prefault(true).build()?;
+    /// assert_eq!(pool.frames(), 64);
+    /// # Ok::<(), pagestream::BuildError>(())
+    /// ```
+    pub fn prefault(mut self, on: bool) -> Self {
+        self.prefault = on;
+        self
+    }
+
+    /// Allocates the pool. Frame memory is zeroed lazily by the OS, unless
+    /// [`prefault`](Self::prefault) maps it now.
     pub fn build(self) -> Result<BufferPool, BuildError> {
         check_block_size(self.block_size)?;
         if self.frames == 0 {
@@ -167,6 +191,17 @@ impl PoolBuilder {
         // bytes beyond the `bytes` the frames use, so `base + pad` and the
         // `bytes` after it are inside it.
         let memory = unsafe { NonNull::new_unchecked(base.as_ptr().add(pad)) };
+        if self.prefault {
+            // One write per 4 KiB page maps it (the smallest page size
+            // Linux uses; a larger one is mapped by its first write).
+            for off in (0..bytes).step_by(4096) {
+                // SAFETY: `off < bytes`, so `memory + off` is inside the
+                // allocation (see above); nothing else can reference the
+                // memory yet, and writing the zero it already holds changes
+                // no frame's contents.
+                unsafe { std::ptr::write_volatile(memory.as_ptr().add(off), 0) };
+            }
+        }
         Ok(BufferPool {
             inner: Arc::new(PoolInner {
                 base,
@@ -207,6 +242,7 @@ impl BufferPool {
         PoolBuilder {
             frames: 1024,
             block_size: DEFAULT_BLOCK_SIZE,
+            prefault: false,
         }
     }
 

@@ -105,3 +105,26 @@ fn invalidate_frees_one_files_frames() {
     );
     p.unpin(pinned);
 }
+
+/// A prefaulted pool's frames are mapped, zero, and in the alignment the
+/// builder promises, for block sizes below, at and above the page size.
+#[test]
+fn a_prefaulted_pool_is_zeroed_and_aligned() {
+    for bs in [512, 4096, 16384] {
+        let pool = BufferPool::builder()
+            .frames(33)
+            .block_size(bs)
+            .prefault(true)
+            .build()
+            .unwrap();
+        let p = &pool.inner;
+        for f in 0..33u32 {
+            let ptr = p.frame_ptr(f);
+            assert_eq!(ptr as usize % bs.min(FRAME_ALIGN), 0, "frame {f} at {bs}");
+            // SAFETY: no stream exists, so nothing writes the frame; it is
+            // `bs` bytes inside the pool's allocation.
+            let bytes = unsafe { std::slice::from_raw_parts(ptr, bs) };
+            assert!(bytes.iter().all(|&b| b == 0), "frame {f} at {bs} not zero");
+        }
+    }
+}
