@@ -614,7 +614,6 @@ impl<E: Env> OnRuntime<'_, E> {
     async fn scan_run(&self, mode: Mode, rep: usize, resident: f64) -> io::Result<Run> {
         let o = &self.sh.o;
         let frames = o.pool_frames.unwrap_or(16384);
-        let pool = BufferPool::new(frames, o.block_size).map_err(io::Error::from)?;
         let (ring, ring_frames) = match o.ring {
             None if self.sh.nblocks > frames as u64 / 4 => (
                 Some(RingSize::BULKREAD),
@@ -623,6 +622,15 @@ impl<E: Env> OnRuntime<'_, E> {
             None | Some(0) => (None, 0),
             Some(b) => (Some(RingSize::Bytes(b)), b.div_ceil(o.block_size)),
         };
+        // Without a ring the scan fills every frame: map them now, outside
+        // the timing, as a long-lived pool would be (a ring maps its few
+        // frames on its first lap).
+        let pool = BufferPool::builder()
+            .frames(frames)
+            .block_size(o.block_size)
+            .prefault(ring.is_none())
+            .build()
+            .map_err(io::Error::from)?;
         let before = self.env.engine_counters();
         let (ck, secs, st) = self.stream_scan(&pool, ring, o.prefetch[0]).await?;
         let eng = self.env.engine_counters().since(&before);
