@@ -9,20 +9,21 @@
 //! a separate pool, before the cache is prepared), so a run measures reading,
 //! not thread start-up.
 //!
-//! The pool of a cold or warm run without a ring is *touched* before the
-//! timing: forward reads of the file fill every frame once, and the file's
-//! blocks are then invalidated, so the timed pass starts with an empty pool
-//! whose memory is already mapped (JSON `pool_touched_frames`). A freshly allocated pool is lazily
-//! zero-filled memory: the first read into each frame would otherwise pay
-//! two page faults and two page clears inside the kernel's `O_DIRECT`
-//! submission (`get_user_pages`), about 4–5 µs per 8 KiB read on the
-//! development VM — a cost of a pool's first use, not of reading, which a
-//! long-running program (and fio, whose few buffers are reused) never pays.
+//! The pool of a cold or warm run without a ring is built with
+//! [`PoolBuilder::prefault`](pagestream::PoolBuilder::prefault), before the
+//! timing, so the timed pass starts with an empty pool whose memory is
+//! already mapped (JSON `pool_touched_frames`: its frames). A freshly
+//! allocated pool is lazily zero-filled memory: the first read into each
+//! frame would otherwise pay two page faults and two page clears inside the
+//! kernel's `O_DIRECT` submission (`get_user_pages`), about 4–5 µs per 8 KiB
+//! read on the development VM — a cost of a pool's first use, not of
+//! reading, which a long-running program (and fio, whose few buffers are
+//! reused) never pays.
 
 use crate::pattern::Pattern;
 use crate::{baselines, fio};
 use futures::StreamExt;
-use pagestream::{source, BlockSource, BufferPool, EngineFile, ReadStream, RingSize, StreamStats};
+use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_examples::cache;
 use pagestream_examples::checksum::Checksum;
 use pagestream_examples::report::mib_per_s;
@@ -665,36 +666,6 @@ impl StreamScan<'_> {
         Ok(())
     }
 
-    /// Maps every frame of `pool` before the timing: reads the file's
-    /// first blocks forward into it and invalidates them, as many times as
-    /// it takes to fill every frame once (the clock hand goes round the
-    /// frames in order, so each round fills the next ones), so the timed
-    /// pass starts from an empty pool whose memory has been written.
-    /// Returns the frames filled.
-    async fn touch_pool<E: Env>(&self, env: &E, pool: &BufferPool) -> io::Result<u64> {
-        let c = self.cfg;
-        let frames = pool.frames() as u64;
-        let per_round = frames.min(self.target.nblocks);
-        let mut touched = 0;
-        while per_round > 0 && touched < frames {
-            let n = per_round.min(frames - touched);
-            let file = self.open(env).await?;
-            let id = file.id();
-            let mut stream = ReadStream::builder(pool, env.engine(), file)
-                .max_ios(c.max_ios.max(1))
-                .io_combine_limit(c.combine)
-                .build(source::forward(0..n))
-                .map_err(io::Error::from)?;
-            while let Some(page) = stream.next().await {
-                page?;
-            }
-            stream.close().await;
-            pool.invalidate(id);
-            touched += n;
-        }
-        Ok(touched)
-    }
-
     /// One pass over the pattern with a stream on `pool`.
     async fn pass<E: Env>(
         &self,
@@ -769,21 +740,28 @@ impl Workload for StreamScan<'_> {
                 (pool, None)
             }
             _ => {
-                let pool = BufferPool::new(c.pool_frames, c.block_size).map_err(io::Error::from)?;
                 // PostgreSQL's BULKREAD ring for large sequential scans, as
                 // seqscan does.
                 let seq = matches!(c.pattern, Pattern::Forward | Pattern::Backward);
                 let ring = (seq && self.target.nblocks > c.pool_frames as u64 / 4)
                     .then_some(RingSize::BULKREAD);
+                // Without a ring the pass may fill any frame: map them all
+                // now. A ring recycles a few frames, which its first lap
+                // maps.
+                let pool = BufferPool::builder()
+                    .frames(c.pool_frames)
+                    .block_size(c.block_size)
+                    .prefault(ring.is_none())
+                    .build()
+                    .map_err(io::Error::from)?;
                 (pool, ring)
             }
         };
-        self.warm_up(&env).await?;
-        // A ring recycles a few frames, which its first lap maps.
         let touched = match (c.cache, ring) {
             (Cache::Hot, _) | (_, Some(_)) => 0,
-            _ => self.touch_pool(&env, &pool).await?,
+            _ => pool.frames() as u64,
         };
+        self.warm_up(&env).await?;
         let resident = self.target.prepare(c.cache, c.direct)?;
         let before = env.engine_counters();
         let (ck, t, st) = self.pass(&env, &pool, ring).await?;
