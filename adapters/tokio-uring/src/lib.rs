@@ -132,7 +132,17 @@ pub const COMPLETION_QUEUE_ENTRIES: u32 = 4096;
 /// submission queue ([`SUBMISSION_QUEUE_ENTRIES`]), so reads reach the
 /// device while later ones are still being started, and a large completion
 /// queue ([`COMPLETION_QUEUE_ENTRIES`]). [`try_start`] uses it; programs
-/// that start tokio-uring themselves can too:
+/// that start tokio-uring themselves can too.
+///
+/// Ring flags measured and not used (cold random 8 KiB `O_DIRECT`, 256 MiB
+/// file, development VM, 6 interleaved rounds with fio, median ratio to fio
+/// at `max_ios` 1 / 16 / 64): `IORING_SETUP_COOP_TASKRUN` 0.91 / 0.93 /
+/// 0.93 against 0.91 / 0.91 / 0.94 without, within the noise;
+/// `IORING_SETUP_SQPOLL` (single runs) costs a kernel thread, 35 µs of CPU
+/// a page at `max_ios` 16 against 12; `IORING_SETUP_DEFER_TASKRUN` (with
+/// `SINGLE_ISSUER`) did not finish a run in 60 s at `max_ios` 1 or 16,
+/// presumably because tokio-uring waits for completions in `epoll` on the
+/// ring, and deferred task work only runs inside `io_uring_enter`.
 ///
 /// ```no_run
 /// let out = pagestream_tokio_uring::runtime_builder().start(async { 42 });
