@@ -134,6 +134,8 @@ pub fn run(cfg: &ScanConfig, target: &Target, run: usize) -> io::Result<RunResul
         seconds,
         cpu_seconds,
         disk,
+        // Over fio's whole invocation, start-up included: an upper bound.
+        steal_seconds: outside.steal,
         reads: ios,
         mean_blocks_per_read: ios.map(|n| io_bytes as f64 / bs as f64 / n.max(1) as f64),
         max_in_flight: None,

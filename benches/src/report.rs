@@ -174,6 +174,16 @@ const QUICK: Scale = Scale {
 
 const BS: usize = 8192;
 
+/// A run that lost more than this fraction of its wall time to host CPU
+/// steal is flagged in the report.
+const STEAL_FRACTION: f64 = 0.01;
+
+/// Whether the hypervisor stole more than [`STEAL_FRACTION`] of `r`'s time.
+fn stolen_from(r: &RunResult) -> bool {
+    r.steal_seconds
+        .is_some_and(|s| s > STEAL_FRACTION * r.seconds.max(f64::MIN_POSITIVE))
+}
+
 /// The file a bitmap scan of `density` runs on: large enough that it selects
 /// `scale.bitmap_blocks` blocks (a power of two of bytes, at least
 /// `scale.bitmap`, at most `scale.bitmap_max`). On a small file a sparse
@@ -783,6 +793,20 @@ fn markdown(
         meta.repeat,
         if meta.quick { " (--quick: reduced matrix, small files)" } else { "" }
     );
+    let (stolen, all) = sections
+        .iter()
+        .flat_map(|s| &s.rows)
+        .flat_map(|r| &r.cells)
+        .flat_map(|c| &c.runs)
+        .fold((0, 0), |(k, n), r| (k + usize::from(stolen_from(r)), n + 1));
+    let _ = writeln!(
+        m,
+        "- host CPU steal: {stolen} of {all} runs lost more than {:.0}% of their time to the \
+         hypervisor running something else on this machine's vCPUs (/proc/stat); column \
+         steal: such runs of the cell. They run slower for reasons not their own: compare \
+         cells whose steal counts differ with care",
+        STEAL_FRACTION * 100.0
+    );
     if problems.is_empty() {
         let _ = writeln!(m, "- checksums: every run over the same blocks agrees");
     } else {
@@ -807,11 +831,11 @@ fn markdown(
         );
         let _ = writeln!(
             m,
-            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | device qd, KiB/req | vs best baseline | vs fio |"
+            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | device qd, KiB/req | steal | vs best baseline | vs fio |"
         );
         let _ = writeln!(
             m,
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         );
         for row in &s.rows {
             let best = row.best_baseline();
@@ -826,7 +850,7 @@ fn markdown(
                     (Some(e), _) if c.runs.is_empty() => {
                         let _ = writeln!(
                             m,
-                            "| {} | {} | error: {} | | | | | | | |",
+                            "| {} | {} | error: {} | | | | | | | | |",
                             row.label,
                             label,
                             e.replace('|', "/")
@@ -869,9 +893,14 @@ fn markdown(
                             Some((b, _)) if std::ptr::eq(b, c) => "best".to_string(),
                             _ => ratio(sp.median, best.map(|b| b.1)),
                         };
+                        let steal = format!(
+                            "{}/{}",
+                            c.runs.iter().filter(|r| stolen_from(r)).count(),
+                            c.runs.len()
+                        );
                         let _ = writeln!(
                             m,
-                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                             row.label,
                             label,
                             fmt_spread(&sp),
@@ -880,6 +909,7 @@ fn markdown(
                             inflight,
                             cpu,
                             device,
+                            steal,
                             vs_best,
                             if c.cfg.engine == Engine::Fio {
                                 "1.00x".into()
@@ -1290,7 +1320,10 @@ mod tests {
             for &d in &[0.0001, 0.001, 0.01, 0.1, 0.5, 1.0] {
                 let size = bitmap_file(scale, d);
                 assert!(size.is_power_of_two(), "{size} at {d}");
-                assert!((scale.bitmap..=scale.bitmap_max).contains(&size), "{size} at {d}");
+                assert!(
+                    (scale.bitmap..=scale.bitmap_max).contains(&size),
+                    "{size} at {d}"
+                );
                 assert!(size <= last, "{size} at {d} grew with density");
                 let selected = (size / BS as u64) as f64 * d;
                 assert!(

@@ -255,13 +255,15 @@ impl Target {
 }
 
 /// Wall-clock and process CPU time (user + system, every thread of this
-/// process, from `getrusage(RUSAGE_SELF)`) of a timed section, and what the
-/// file's block device did meanwhile (`/proc/diskstats`).
+/// process, from `getrusage(RUSAGE_SELF)`) of a timed section, what the
+/// file's block device did meanwhile (`/proc/diskstats`), and the CPU time
+/// the hypervisor took from this machine meanwhile (steal, `/proc/stat`).
 #[derive(Debug, Clone, Copy)]
 pub struct Timer {
     wall: Instant,
     cpu: f64,
     disk: Option<((u32, u32), DiskSnap)>,
+    steal: Option<f64>,
 }
 
 /// What a timed section took.
@@ -273,6 +275,9 @@ pub struct Timed {
     pub cpu: f64,
     /// The block device's reads meanwhile.
     pub disk: Option<DiskUse>,
+    /// CPU seconds the hypervisor ran something else on this machine's
+    /// vCPUs meanwhile (all vCPUs; `None` where `/proc/stat` has no steal).
+    pub steal: Option<f64>,
 }
 
 /// Read counters of a block device (a line of `/proc/diskstats`).
@@ -340,6 +345,19 @@ impl DiskSnap {
     }
 }
 
+/// CPU seconds stolen from this machine by the hypervisor so far, all
+/// vCPUs (`/proc/stat`'s `cpu` line, eighth field, in clock ticks). On a
+/// shared host a run that loses CPU this way runs slower for reasons that
+/// are not its own: the report flags runs with steal.
+pub fn steal_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
 /// This process's CPU seconds so far (user + system, all threads).
 pub fn process_cpu_seconds() -> f64 {
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
@@ -359,6 +377,7 @@ impl Timer {
         Timer {
             cpu: process_cpu_seconds(),
             disk,
+            steal: steal_seconds(),
             wall: Instant::now(),
         }
     }
@@ -370,7 +389,16 @@ impl Timer {
         let disk = self
             .disk
             .and_then(|(d, before)| DiskSnap::now(d).map(|after| before.until(&after, seconds)));
-        Timed { seconds, cpu, disk }
+        let steal = self
+            .steal
+            .zip(steal_seconds())
+            .map(|(before, after)| (after - before).max(0.0));
+        Timed {
+            seconds,
+            cpu,
+            disk,
+            steal,
+        }
     }
 }
 
@@ -392,6 +420,8 @@ pub struct RunResult {
     pub cpu_seconds: Option<f64>,
     /// What the file's block device did meanwhile.
     pub disk: Option<DiskUse>,
+    /// CPU seconds the hypervisor stole from the machine meanwhile.
+    pub steal_seconds: Option<f64>,
     /// I/O requests (`None` where not measured).
     pub reads: Option<u64>,
     /// Blocks per request.
@@ -452,6 +482,7 @@ impl RunResult {
         }
         m.insert("resident_before".into(), json!(self.resident_before));
         m.insert("cpu_seconds".into(), json!(self.cpu_seconds));
+        m.insert("steal_seconds".into(), json!(self.steal_seconds));
         if let Some(d) = self.disk {
             m.insert("device_requests".into(), json!(d.requests));
             m.insert("device_kib_per_request".into(), json!(d.kib_per_request));
@@ -480,6 +511,7 @@ impl RunResult {
             seconds: t.seconds,
             cpu_seconds: t.cpu.is_finite().then_some(t.cpu),
             disk: t.disk,
+            steal_seconds: t.steal,
             reads: None,
             mean_blocks_per_read: None,
             max_in_flight: None,

@@ -85,6 +85,13 @@ fn checksums(file: &Path, pattern: &str, expect_blocks: u64) -> Vec<(String, u64
         ] {
             assert!(v.get(k).is_some(), "{e}: no {k} in {v}");
         }
+        // Host CPU steal during the run: a count of seconds where the
+        // kernel keeps one (Linux's /proc/stat does), never negative.
+        let steal = &v["steal_seconds"];
+        assert!(
+            steal.is_null() || steal.as_f64().is_some_and(|s| s >= 0.0),
+            "{e}: steal_seconds {steal} in {v}"
+        );
         let sum = v["checksum"]
             .as_u64()
             .unwrap_or_else(|| panic!("{e}: no checksum: {v}"));
