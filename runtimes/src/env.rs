@@ -68,7 +68,11 @@ impl Env for ThreadPoolEnv {
             ("nowait_would_block", s.nowait_would_block),
             ("nowait_nanos", s.nowait_nanos),
             ("queued", s.queued),
+            ("queued_primed", s.queued_primed),
             ("thread_preads", s.thread_preads),
+            ("inline_blocking_reads", s.inline_blocking_reads),
+            ("aio_reads", s.aio_reads),
+            ("aio_fallbacks", s.aio_fallbacks),
             ("threads_started", s.threads_started),
         ])
     }
