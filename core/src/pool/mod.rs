@@ -427,32 +427,41 @@ impl PoolInner {
         block: BlockNumber,
         ring: Option<&mut Ring>,
     ) -> Result<Lookup, Exhausted> {
+        match self.probe(view, block)? {
+            Ok(hit) => Ok(hit),
+            Err(seen) => {
+                let victim = self.victim(ring)?;
+                self.install(victim, view, block, seen)
+            }
+        }
+    }
+
+    /// The hit path: one load of the block's slot, one CAS on the frame.
+    /// `Ok(Err(seen))`: no frame holds the block; `seen` is the slot's
+    /// (stale or empty) value, for [`install`](Self::install).
+    #[inline]
+    fn probe(
+        &self,
+        view: &mut FileView,
+        block: BlockNumber,
+    ) -> Result<Result<Lookup, u64>, Exhausted> {
         let file = view.id();
         let seen = view.slot(block).load(Ordering::Acquire);
         match self.pin_slot(seen, file, block) {
-            SlotPin::Pinned(f) => return Ok(self.classify_pinned(f)),
-            SlotPin::Stale => {}
-            SlotPin::Full => return Err(Exhausted),
+            SlotPin::Pinned(f) => Ok(Ok(self.classify_pinned(f))),
+            SlotPin::Stale => Ok(Err(seen)),
+            SlotPin::Full => Err(Exhausted),
         }
-        let victim = self.victim(ring)?;
-        self.install(victim, view, block, seen)
     }
 
-    /// [`lookup`](Self::lookup) without the miss path: one load of the
-    /// block's slot, one CAS on the frame (the tests' probe).
+    /// [`lookup`](Self::lookup) without the miss path (the tests' probe).
     #[cfg(test)]
     pub(crate) fn lookup_existing(
         &self,
         view: &mut FileView,
         block: BlockNumber,
     ) -> Result<Option<Lookup>, Exhausted> {
-        let file = view.id();
-        let slot = view.slot(block).load(Ordering::Acquire);
-        match self.pin_slot(slot, file, block) {
-            SlotPin::Pinned(f) => Ok(Some(self.classify_pinned(f))),
-            SlotPin::Stale => Ok(None),
-            SlotPin::Full => Err(Exhausted),
-        }
+        self.probe(view, block).map(Result::ok)
     }
 
     /// Pins the frame a slot names if it still holds `(file, block)`.
