@@ -29,8 +29,9 @@
 //!   any runtime (the core's wake-ups are thread-safe).
 
 use crate::buf;
-use crate::file::{FileInner, TokioUringFile};
+use crate::TokioUringFile;
 use pagestream::{IoEngine, ReadRequest};
+use pagestream_uring::op::Kind;
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,8 +134,8 @@ impl IoEngine for TokioUringEngine {
         // queue of `runtime_builder` the reads then go to the kernel a few
         // at a time while the stream is still starting the rest, instead of
         // all together when the thread parks.
-        let first = submit(Arc::clone(&file.inner), &self.counters, req);
-        let task = read_task(Arc::clone(&file.inner), Arc::clone(&self.counters), first);
+        let first = submit(file, &self.counters, req);
+        let task = read_task(file.clone(), Arc::clone(&self.counters), first);
         // Detached: the task completes the read whatever happens to the
         // stream. Dropping the JoinHandle does not cancel the task.
         drop(tokio_uring::spawn(task));
@@ -147,15 +148,15 @@ impl IoEngine for TokioUringEngine {
 
 /// Builds the read of `req` and pushes its SQE to the current thread's
 /// ring.
-fn submit(file: Arc<FileInner>, counters: &Counters, req: ReadRequest) -> buf::InFlight {
+fn submit(file: &TokioUringFile, counters: &Counters, req: ReadRequest) -> buf::InFlight {
     counters.reads.fetch_add(1, Ordering::Relaxed);
     let (op, kind) = buf::read_op(file, req);
     match kind {
-        buf::Kind::Single => {}
-        buf::Kind::Vectored => {
+        Kind::Single => {}
+        Kind::Vectored => {
             counters.vectored.fetch_add(1, Ordering::Relaxed);
         }
-        buf::Kind::Bounced => {
+        Kind::Bounced => {
             counters.bounced.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -165,7 +166,7 @@ fn submit(file: Arc<FileInner>, counters: &Counters, req: ReadRequest) -> buf::I
 /// Awaits the read `first` (already submitted) and completes its request,
 /// then submits and awaits whatever remainder a short read leaves, until
 /// the request is over.
-async fn read_task(file: Arc<FileInner>, counters: Arc<Counters>, first: buf::InFlight) {
+async fn read_task(file: TokioUringFile, counters: Arc<Counters>, first: buf::InFlight) {
     let mut op = first;
     loop {
         let (result, req) = op.await;
@@ -173,7 +174,7 @@ async fn read_task(file: Arc<FileInner>, counters: Arc<Counters>, first: buf::In
             counters.bytes.fetch_add(*n as u64, Ordering::Relaxed);
         }
         match req.complete(result) {
-            Some(rest) => op = submit(Arc::clone(&file), &counters, rest),
+            Some(rest) => op = submit(&file, &counters, rest),
             None => break,
         }
     }

@@ -67,11 +67,12 @@
 
 mod buf;
 mod engine;
-mod file;
-mod sys;
 
 pub use engine::{EngineStats, TokioUringEngine};
-pub use file::TokioUringFile;
+
+/// An open file, buffered or `O_DIRECT`: pagestream-uring's [`UringFile`](pagestream_uring::UringFile),
+/// shared by both io_uring engines.
+pub use pagestream_uring::UringFile as TokioUringFile;
 
 use std::future::Future;
 use std::io;
@@ -86,20 +87,7 @@ use pagestream::IoEngine;
 /// kernel.io_uring_disabled`, a seccomp filter (containers), an old kernel —
 /// and the underlying OS error, instead of panicking later.
 pub fn probe() -> io::Result<()> {
-    match io_uring::IoUring::new(2) {
-        Ok(ring) => {
-            drop(ring);
-            Ok(())
-        }
-        Err(e) => Err(io::Error::new(
-            e.kind(),
-            format!(
-                "io_uring is unavailable: io_uring_setup failed: {e} (disabled by sysctl \
-                 kernel.io_uring_disabled, blocked by a seccomp filter, or a kernel without \
-                 io_uring); use pagestream-threadpool instead"
-            ),
-        )),
-    }
+    pagestream_uring::probe()
 }
 
 /// Submission-queue entries of the ring [`runtime_builder`] asks for.

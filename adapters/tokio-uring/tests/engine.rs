@@ -1,17 +1,17 @@
 //! Engine behaviour beyond the conformance suite: reads complete on their own
 //! when the issuing stream is dropped or not polled, a runtime shutting down
-//! with reads in flight leaves no frame valid or pinned, reads started
-//! outside a runtime fail cleanly, and O_DIRECT alignment is checked at open.
+//! with reads in flight leaves no frame valid or pinned, and reads started
+//! outside a runtime fail cleanly. (The file type is pagestream-uring's;
+//! its tests are there.)
 
 mod common;
 
 use common::{engine_or_skip, stamped};
 use futures::StreamExt;
-use pagestream::testing::{stamp, StampedFile};
+use pagestream::testing::stamp;
 use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
-use pagestream_tokio_uring::{try_start, TokioUringFile};
+use pagestream_tokio_uring::try_start;
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -186,35 +186,4 @@ fn read_outside_runtime_fails_cleanly() {
     drop(s);
     let ps = pool.stats();
     assert_eq!((ps.pinned, ps.reading, ps.valid), (0, 0, 0), "{ps}");
-}
-
-/// O_DIRECT with a block size the file system cannot align to is refused at
-/// open with InvalidInput naming the block size; a good one is accepted.
-#[test]
-fn direct_alignment_checked_at_open() {
-    let tmp = StampedFile::with_seed("align", 1, 4, 4096);
-    let path = tmp.path();
-    for bad in [256usize, 1000, 6144] {
-        let e = TokioUringFile::open_direct(path, bad).expect_err("bad block size");
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
-        assert!(e.to_string().contains(&format!("block size {bad}")), "{e}");
-    }
-    let f = TokioUringFile::open_direct(path, 4096).expect("4096 works on this machine");
-    assert!(f.is_direct() && !f.kernel_readahead());
-    let align = f.alignment();
-    assert!(align >= 512 && 4096 % align == 0, "alignment {align}");
-    if align > 512 {
-        let e = TokioUringFile::open_direct(path, 512).expect_err("below the alignment");
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        let msg = e.to_string();
-        assert!(
-            msg.contains("block size 512") && msg.contains(&align.to_string()),
-            "{msg}"
-        );
-    }
-    let b = TokioUringFile::open(path).expect("buffered");
-    assert!(!b.is_direct() && b.kernel_readahead() && b.alignment() == 1);
-    assert_eq!(b.byte_len().expect("len"), 4 * 4096);
-    assert_eq!(b.id(), f.id(), "same file, same id");
-    std::fs::remove_file(path).expect("unlink");
 }

@@ -1,16 +1,14 @@
-//! The runtime `try_start` builds (a submission queue of a few entries) and
-//! the file's descriptor and read-ahead switch.
+//! The runtime `try_start` builds (a submission queue of a few entries).
 
 mod common;
 
 use common::{engine_or_skip, stamped};
 use futures::StreamExt;
 use pagestream::testing::stamp;
-use pagestream::{source, BufferPool, EngineFile, ReadStream};
+use pagestream::{source, BufferPool, ReadStream};
 use pagestream_tokio_uring::{
     runtime_builder, try_start, COMPLETION_QUEUE_ENTRIES, SUBMISSION_QUEUE_ENTRIES,
 };
-use std::os::fd::{AsFd, AsRawFd};
 
 const BS: usize = 8192;
 
@@ -69,28 +67,4 @@ fn runtime_builder_starts() {
         return;
     }
     assert_eq!(runtime_builder().start(async { 7 }), 7);
-}
-
-/// The descriptor is the open file's; turning read-ahead off tells the
-/// planner, and is a no-op for O_DIRECT files.
-#[test]
-fn descriptor_and_readahead_off() {
-    if engine_or_skip("descriptor_and_readahead_off").is_none() {
-        return;
-    }
-    let n = 8u64;
-    let (buffered, _) = stamped(n, BS, false);
-    assert_eq!(buffered.as_raw_fd(), buffered.as_fd().as_raw_fd());
-    let dup = buffered.as_fd().try_clone_to_owned().expect("dup");
-    let len = std::fs::File::from(dup).metadata().expect("fstat").len();
-    assert_eq!(len, buffered.byte_len().expect("len"));
-    assert!(buffered.kernel_readahead());
-    let clone = buffered.clone();
-    buffered.disable_readahead().expect("fadvise");
-    assert!(!buffered.kernel_readahead());
-    assert!(!clone.kernel_readahead(), "clones share the open file");
-    let (direct, _) = stamped(n, BS, true);
-    assert!(!direct.kernel_readahead());
-    direct.disable_readahead().expect("no-op");
-    assert!(!direct.kernel_readahead());
 }

@@ -1,4 +1,4 @@
-//! [`TokioUringFile`]: an open file, buffered or `O_DIRECT`.
+//! [`UringFile`]: an open file, buffered or `O_DIRECT`.
 
 use crate::sys;
 use pagestream::{EngineFile, FileId};
@@ -14,15 +14,29 @@ use std::sync::Arc;
 /// `O_DIRECT` file may ask for and still read straight into them.
 pub(crate) const FRAME_ALIGN: usize = 4096;
 
-/// An open file the [`TokioUringEngine`](crate::TokioUringEngine) reads.
+/// An open file that io_uring engines read: this crate's
+/// [`UringEngine`](crate::UringEngine), and `pagestream-tokio-uring`'s
+/// engine (which re-exports it as `TokioUringFile`).
 ///
 /// A cheap handle (`Clone`, `Send`, `Sync`): it holds a plain file
-/// descriptor, not a tokio-uring object, so one open file may be read from
-/// several tokio-uring runtimes (one per thread); each read goes to the ring
-/// of the thread that starts it. Every read in flight holds the descriptor
-/// open until the kernel has finished with it.
+/// descriptor, not a ring or runtime object, so one open file may be read
+/// from several rings (one per thread); each read goes to the ring of the
+/// engine or thread that starts it. Every read in flight holds the
+/// descriptor open until the kernel has finished with it.
+///
+/// ```no_run
+/// use pagestream_uring::UringFile;
+///
+/// # fn main() -> std::io::Result<()> {
+/// let buffered = UringFile::open("table.dat")?;
+/// // Checks 8192 against the file system's O_DIRECT alignment:
+/// let direct = UringFile::open_direct("table.dat", 8192)?;
+/// assert!(direct.is_direct() && !buffered.is_direct());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
-pub struct TokioUringFile {
+pub struct UringFile {
     pub(crate) inner: Arc<FileInner>,
 }
 
@@ -33,7 +47,7 @@ pub(crate) struct FileInner {
     pub(crate) direct: bool,
     /// O_DIRECT file offset / length alignment (1 when buffered).
     pub(crate) align: usize,
-    /// Kernel read-ahead was turned off ([`TokioUringFile::disable_readahead`]).
+    /// Kernel read-ahead was turned off ([`UringFile::disable_readahead`]).
     readahead_off: AtomicBool,
 }
 
@@ -43,9 +57,9 @@ impl FileInner {
     }
 }
 
-impl fmt::Debug for TokioUringFile {
+impl fmt::Debug for UringFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokioUringFile")
+        f.debug_struct("UringFile")
             .field("path", &self.inner.path)
             .field("id", &self.inner.id)
             .field("direct", &self.inner.direct)
@@ -58,9 +72,9 @@ impl fmt::Debug for TokioUringFile {
     }
 }
 
-impl TokioUringFile {
+impl UringFile {
     /// Opens `path` read-only, buffered (the kernel reads ahead and caches).
-    pub fn open(path: impl AsRef<Path>) -> io::Result<TokioUringFile> {
+    pub fn open(path: impl AsRef<Path>) -> io::Result<UringFile> {
         Self::open_inner(path.as_ref(), None)
     }
 
@@ -73,11 +87,11 @@ impl TokioUringFile {
     /// reports for the file (`statx(STATX_DIOALIGN)`, else `st_blksize`), or
     /// when the file system wants memory aligned beyond the pool's 4096-byte
     /// frames. The file is then not opened.
-    pub fn open_direct(path: impl AsRef<Path>, block_size: usize) -> io::Result<TokioUringFile> {
+    pub fn open_direct(path: impl AsRef<Path>, block_size: usize) -> io::Result<UringFile> {
         Self::open_inner(path.as_ref(), Some(block_size))
     }
 
-    fn open_inner(path: &Path, direct: Option<usize>) -> io::Result<TokioUringFile> {
+    fn open_inner(path: &Path, direct: Option<usize>) -> io::Result<UringFile> {
         if let Some(bs) = direct {
             if bs < 512 || !bs.is_power_of_two() {
                 return Err(io::Error::new(
@@ -134,7 +148,7 @@ impl TokioUringFile {
                 off
             }
         };
-        Ok(TokioUringFile {
+        Ok(UringFile {
             inner: Arc::new(FileInner {
                 id: FileId::from_dev_ino(md.dev(), md.ino()),
                 file,
@@ -191,19 +205,19 @@ impl TokioUringFile {
 /// The open descriptor, for system calls this crate does not wrap (`fstat`,
 /// `posix_fadvise`, …). It stays open as long as any clone of the file or
 /// any read of it is in flight; do not close it.
-impl AsFd for TokioUringFile {
+impl AsFd for UringFile {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.file.as_fd()
     }
 }
 
-impl AsRawFd for TokioUringFile {
+impl AsRawFd for UringFile {
     fn as_raw_fd(&self) -> RawFd {
         self.inner.fd()
     }
 }
 
-impl EngineFile for TokioUringFile {
+impl EngineFile for UringFile {
     fn id(&self) -> FileId {
         self.inner.id
     }

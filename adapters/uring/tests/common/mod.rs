@@ -1,0 +1,62 @@
+//! Shared by the integration tests: stamped files on disk, the conformance
+//! harness, and the io_uring availability check.
+
+#![allow(dead_code)]
+
+use pagestream::testing::{DiskFiles, StampedFile};
+use pagestream_uring::{UringBuilder, UringEngine, UringFile, UringRuntime};
+use std::io;
+use std::path::Path;
+
+/// Opens `path` buffered, or O_DIRECT for `block_size` reads.
+pub fn open(path: &Path, block_size: usize, direct: bool) -> io::Result<UringFile> {
+    if direct {
+        UringFile::open_direct(path, block_size)
+    } else {
+        UringFile::open(path)
+    }
+}
+
+/// A stamped file, opened buffered or O_DIRECT, already unlinked.
+pub fn stamped(nblocks: u64, block_size: usize, direct: bool) -> (UringFile, u64) {
+    let stamped = StampedFile::new(
+        if direct { "direct" } else { "buffered" },
+        nblocks,
+        block_size,
+    );
+    let file = open(stamped.path(), block_size, direct).expect("open stamped file");
+    let seed = stamped.seed();
+    stamped.remove();
+    (file, seed)
+}
+
+/// A runtime built by `b`, or `None` after explaining loudly why the test
+/// is skipped (io_uring unavailable here).
+pub fn runtime_or_skip_with(test: &str, b: UringBuilder) -> Option<UringRuntime> {
+    match b.build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!();
+            eprintln!("!!!!!!!! SKIPPED {test}: io_uring is not usable here !!!!!!!!");
+            eprintln!("!!!!!!!! {e}");
+            eprintln!();
+            None
+        }
+    }
+}
+
+/// A default runtime, or `None` (see [`runtime_or_skip_with`]).
+pub fn runtime_or_skip(test: &str) -> Option<UringRuntime> {
+    runtime_or_skip_with(test, UringRuntime::builder())
+}
+
+/// The conformance harness over real files, buffered or O_DIRECT.
+pub fn real_files(
+    engine: UringEngine,
+    direct: bool,
+    name: &str,
+) -> DiskFiles<UringEngine, impl Fn(&Path, usize) -> io::Result<UringFile>> {
+    DiskFiles::new(engine, name, move |path: &Path, block_size| {
+        open(path, block_size, direct)
+    })
+}

@@ -1,0 +1,358 @@
+//! The driver beyond the conformance suite: reads of an abandoned stream
+//! complete on their own, `block_on` returns only once its reads are over,
+//! a runtime dropped with reads in flight leaves no frame valid or pinned,
+//! reads started outside `block_on` fail cleanly, wake-ups from other
+//! threads end a wait, two runtimes share a pool, and bad settings are
+//! refused with errors naming them.
+
+mod common;
+
+use common::{runtime_or_skip, runtime_or_skip_with, stamped};
+use futures::StreamExt;
+use pagestream::testing::stamp;
+use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
+use pagestream_uring::UringRuntime;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::Poll;
+
+const BS: usize = 8192;
+
+/// Polls `fut` exactly once.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Stream A starts reads, then is dropped (or kept but never polled again);
+/// stream B over the same blocks on the same pool waits for A's reads
+/// instead of issuing its own, and finishes with every page right.
+#[test]
+fn abandoned_stream_does_not_block_another() {
+    let Some(rt) = runtime_or_skip("abandoned_stream_does_not_block_another") else {
+        return;
+    };
+    for (direct, drop_a) in [(false, true), (false, false), (true, true), (true, false)] {
+        let n = 256;
+        let (file, seed) = stamped(n, BS, direct);
+        let pool = BufferPool::new(512, BS).expect("pool");
+        let what = format!("direct={direct} drop_a={drop_a}");
+        rt.block_on(async {
+            let mut a = ReadStream::builder(&pool, rt.engine(), file.clone())
+                .max_ios(8)
+                .io_combine_limit(16)
+                .full(true)
+                .build(source::forward(0..n))
+                .expect("build a");
+            // One poll: A looks ahead and submits reads; none is reaped
+            // before the runtime gets control back, so nothing is ready.
+            assert!(
+                poll_once(&mut a.next()).await.is_pending(),
+                "{what}: A got a page before any read was reaped"
+            );
+            let in_flight = pool.stats().reading;
+            assert!(in_flight > 0, "{what}: A started no reads");
+            let kept = if drop_a {
+                drop(a);
+                None
+            } else {
+                Some(a)
+            };
+            let mut b = ReadStream::builder(&pool, rt.engine(), file.clone())
+                .max_ios(4)
+                .io_combine_limit(8)
+                .build(source::forward(0..n))
+                .expect("build b");
+            let mut i = 0;
+            while let Some(page) = b.next().await {
+                let page = page.unwrap_or_else(|e| panic!("{what}: block {i}: {e}"));
+                assert_eq!(page.block(), i, "{what}");
+                assert!(stamp::check(seed, i, &page), "{what}: block {i} wrong");
+                i += 1;
+            }
+            assert_eq!(i, n, "{what}: B ended early");
+            let st = b.close().await;
+            // A's reads delivered their blocks to B: B read fewer blocks
+            // itself than it returned.
+            assert!(
+                st.blocks_read <= n - in_flight as u64,
+                "{what}: B re-read blocks A was reading ({in_flight} in flight): {st}"
+            );
+            drop(kept);
+        });
+        let ps = pool.stats();
+        assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+    }
+}
+
+/// A future that returns while its stream's reads are in flight: `block_on`
+/// waits for them before it returns, so their blocks are valid afterwards
+/// and nothing is left being read.
+#[test]
+fn block_on_returns_after_its_reads() {
+    let Some(rt) = runtime_or_skip("block_on_returns_after_its_reads") else {
+        return;
+    };
+    let n = 512;
+    let (file, seed) = stamped(n, BS, true);
+    let id = file.id();
+    let pool = BufferPool::new(1024, BS).expect("pool");
+    let started = rt.block_on(async {
+        let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
+            .max_ios(16)
+            .io_combine_limit(4)
+            .full(true)
+            .build(source::forward(0..n))
+            .expect("build");
+        assert!(poll_once(&mut s.next()).await.is_pending());
+        pool.stats().reading
+    });
+    assert!(started > 0, "no reads were started");
+    let ps = pool.stats();
+    assert_eq!((ps.pinned, ps.reading), (0, 0), "{ps}");
+    let valid = (0..n).filter(|&b| pool.contains(id, b)).count();
+    assert_eq!(valid, started, "every block read was published: {ps}");
+    // And they are right: a second scan hits them.
+    let hits = rt.block_on(async {
+        let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
+            .build(source::forward(0..n))
+            .expect("build");
+        let mut i = 0;
+        while let Some(page) = s.next().await {
+            assert!(stamp::check(seed, i, &page.expect("page")), "block {i}");
+            i += 1;
+        }
+        assert_eq!(i, n);
+        s.close().await.hits
+    });
+    assert_eq!(hits as usize, valid);
+}
+
+/// The future panics with reads in flight; the runtime is dropped: the
+/// driver cancels the reads and waits for the kernel before their frames
+/// go back to empty (never valid, never pinned, never "being read"). A new
+/// runtime then reads every page right through the same pool.
+#[test]
+fn runtime_dropped_with_reads_in_flight() {
+    if runtime_or_skip("runtime_dropped_with_reads_in_flight").is_none() {
+        return;
+    }
+    for direct in [false, true] {
+        let n = 2048;
+        let (file, seed) = stamped(n, BS, direct);
+        let id = file.id();
+        let pool = BufferPool::new(1024, BS).expect("pool");
+        let rt = UringRuntime::new().expect("runtime");
+        let reading = std::cell::Cell::new(0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(async {
+                let mut a = ReadStream::builder(&pool, rt.engine(), file.clone())
+                    .max_ios(16)
+                    .io_combine_limit(32)
+                    .full(true)
+                    .build(source::forward(0..n))
+                    .expect("build");
+                assert!(poll_once(&mut a.next()).await.is_pending());
+                reading.set(pool.stats().reading);
+                drop(a); // its reads stay in flight
+                panic!("the workload fails with reads in flight");
+            })
+        }));
+        assert!(r.is_err());
+        assert!(reading.get() > 0, "direct={direct}: no reads were started");
+        assert!(
+            pool.stats().reading > 0,
+            "direct={direct}: the reads were reaped although no one waited"
+        );
+        drop(rt);
+        let ps = pool.stats();
+        assert_eq!(
+            ps.reading, 0,
+            "direct={direct}: after the runtime was dropped: {ps}"
+        );
+        let valid_before = (0..n).filter(|&b| pool.contains(id, b)).count();
+        assert!(valid_before < n as usize, "direct={direct}");
+        let rt = UringRuntime::new().expect("runtime");
+        rt.block_on(async {
+            let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
+                .build(source::forward(0..n))
+                .expect("build");
+            let mut i = 0;
+            while let Some(page) = s.next().await {
+                let page = page.expect("page");
+                assert!(stamp::check(seed, i, &page), "block {i} wrong");
+                i += 1;
+            }
+            assert_eq!(i, n);
+        });
+    }
+}
+
+/// A stream polled outside the runtime's `block_on` gets an error naming
+/// the problem for its blocks, not a panic or a hang, and leaves nothing
+/// pinned or being read.
+#[test]
+fn read_outside_block_on_fails_cleanly() {
+    let Some(rt) = runtime_or_skip("read_outside_block_on_fails_cleanly") else {
+        return;
+    };
+    let (file, _) = stamped(8, BS, false);
+    let pool = BufferPool::new(16, BS).expect("pool");
+    let mut s = ReadStream::builder(&pool, rt.engine(), file)
+        .build(source::forward(0..8))
+        .expect("build");
+    let first = futures::executor::block_on(s.next()).expect("an item");
+    let e = first.expect_err("a read outside block_on must fail");
+    assert!(
+        matches!(ReadError::from_io(&e), Some(ReadError::Io { block: 0, .. })),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("outside UringRuntime::block_on"),
+        "{e}"
+    );
+    drop(s);
+    let ps = pool.stats();
+    assert_eq!((ps.pinned, ps.reading, ps.valid), (0, 0, 0), "{ps}");
+    assert_eq!(rt.stats().reads, 0);
+}
+
+/// A future woken only from another thread, while the runtime waits in the
+/// kernel with nothing in flight, finishes: the wake-up reaches the ring.
+#[test]
+fn wake_from_another_thread_ends_the_wait() {
+    let Some(rt) = runtime_or_skip("wake_from_another_thread_ends_the_wait") else {
+        return;
+    };
+    for round in 0..20u32 {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(u64::from(round % 4)));
+            tx.send(round).expect("send");
+        });
+        assert_eq!(rt.block_on(rx).expect("value"), round);
+        t.join().expect("sender");
+    }
+}
+
+/// Two runtimes on two threads scan the same file through one pool, each
+/// its own half first and then the other's, so each waits for blocks the
+/// other is reading: every page is right and nothing is left pinned.
+#[test]
+fn two_runtimes_share_a_pool() {
+    if runtime_or_skip("two_runtimes_share_a_pool").is_none() {
+        return;
+    }
+    let n = 1024u64;
+    let (file, seed) = stamped(n, BS, true);
+    let pool = BufferPool::new(2048, BS).expect("pool");
+    std::thread::scope(|s| {
+        for half in 0..2u64 {
+            let (pool, file) = (&pool, file.clone());
+            s.spawn(move || {
+                let rt = UringRuntime::new().expect("runtime");
+                let order: Vec<u64> = (0..n).map(|i| (i + half * n / 2) % n).collect();
+                rt.block_on(async {
+                    let mut st = ReadStream::builder(pool, rt.engine(), file)
+                        .max_ios(8)
+                        .io_combine_limit(4)
+                        .build(source::iter(order.clone()))
+                        .expect("build");
+                    let mut i = 0;
+                    while let Some(page) = st.next().await {
+                        let page = page.expect("page");
+                        assert_eq!(page.block(), order[i]);
+                        assert!(stamp::check(seed, page.block(), &page));
+                        i += 1;
+                    }
+                    assert_eq!(i as u64, n);
+                });
+            });
+        }
+    });
+    let ps = pool.stats();
+    assert_eq!((ps.pinned, ps.reading), (0, 0), "{ps}");
+    assert_eq!(ps.valid, n as usize, "{ps}");
+}
+
+/// Many more reads in flight than the submission queue has entries, each
+/// submitted on its own or in batches, and with deferred task running:
+/// every block arrives, right and in order, each read once.
+#[test]
+fn more_reads_than_submission_entries() {
+    for (batch, defer) in [(1, false), (3, false), (1, true), (8, true)] {
+        let b = UringRuntime::builder()
+            .entries(4)
+            .submit_batch(batch)
+            .defer_taskrun(defer);
+        let Some(rt) = runtime_or_skip_with("more_reads_than_submission_entries", b) else {
+            return;
+        };
+        let n = 512u64;
+        let (file, seed) = stamped(n, BS, true);
+        let pool = BufferPool::new(1024, BS).expect("pool");
+        // A scattered order, so no two blocks combine: one read per block.
+        let order: Vec<u64> = (0..n).map(|i| (i * 197) % n).collect();
+        let what = format!("batch {batch} defer {defer}");
+        let got = rt.block_on(async {
+            let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
+                .max_ios(64)
+                .io_combine_limit(1)
+                .full(true)
+                .build(source::iter(order.clone()))
+                .expect("build");
+            let mut got = Vec::new();
+            while let Some(page) = s.next().await {
+                let page = page.unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(stamp::check(seed, page.block(), &page), "{what}");
+                got.push(page.block());
+            }
+            let st = s.close().await;
+            assert!(st.max_in_flight > 4, "{what}: {st}");
+            got
+        });
+        assert_eq!(got, order, "{what}");
+        let st = rt.stats();
+        assert_eq!(st.reads, n, "{what}: {st:?}");
+        if batch > 1 {
+            assert!(st.submit_calls < n, "{what}: {st:?}");
+        }
+    }
+}
+
+/// Zero-sized settings are refused with an error naming the setting.
+#[test]
+fn zero_settings_are_refused() {
+    for (b, name) in [
+        (UringRuntime::builder().entries(0), "entries"),
+        (UringRuntime::builder().submit_batch(0), "submit_batch"),
+    ] {
+        let e = b.build().expect_err("zero must be refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(name), "{e}");
+    }
+}
+
+/// `block_on` inside the same runtime's `block_on` is a programming error
+/// the runtime names (a panic) instead of hanging; the runtime still works
+/// afterwards.
+#[test]
+fn nested_block_on_panics_and_the_runtime_survives() {
+    let Some(rt) = runtime_or_skip("nested_block_on_panics_and_the_runtime_survives") else {
+        return;
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async { rt.block_on(async {}) })
+    }));
+    let panic = r.expect_err("nested block_on must panic");
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("block_on called inside the same runtime's block_on"),
+        "{msg}"
+    );
+    assert_eq!(rt.block_on(async { 5 }), 5);
+}
