@@ -12,7 +12,7 @@ usage: pagestream-bench scan --engine E --pattern P --cache C [options]
        pagestream-bench report [--quick] [--out DIR] [--repeat N] [--only 1,2,..]
 
 scan: one configuration, --repeat times.
-  --engine E         threadpool | tokio-uring | glommio            (pagestream)
+  --engine E         threadpool | tokio-uring | glommio | uring    (pagestream)
                      pread-loop | fadvise-prefetch | tokio-fs | glommio-stream | fio
   --pattern P        forward | backward | random | bitmap:DENSITY
                      (random: every block once, seeded order; bitmap: that

@@ -308,9 +308,20 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                 }
                 for &mi in scale.bitmap_ios {
                     let engines: &[Engine] = match (direct, readahead) {
-                        (true, _) => &[ThreadPool, TokioUring, Glommio, PreadLoop, GlommioStream],
-                        (false, true) => &[ThreadPool, TokioUring, PreadLoop, FadvisePrefetch],
-                        (false, false) => &[ThreadPool, TokioUring, PreadLoop, FadvisePrefetch],
+                        (true, _) => &[
+                            ThreadPool,
+                            TokioUring,
+                            Glommio,
+                            Uring,
+                            PreadLoop,
+                            GlommioStream,
+                        ],
+                        (false, true) => {
+                            &[ThreadPool, TokioUring, Uring, PreadLoop, FadvisePrefetch]
+                        }
+                        (false, false) => {
+                            &[ThreadPool, TokioUring, Uring, PreadLoop, FadvisePrefetch]
+                        }
                     };
                     let cells = engines
                         .iter()
@@ -355,7 +366,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
         let mut rows = Vec::new();
         for &comb in scale.combines {
             let mut cells = Vec::new();
-            for e in [ThreadPool, TokioUring, Glommio, PreadLoop] {
+            for e in [ThreadPool, TokioUring, Glommio, Uring, PreadLoop] {
                 for p in [Pattern::Forward, Pattern::Backward] {
                     let mut c = cfg(e, p, Cache::Cold);
                     c.direct = true;
@@ -396,6 +407,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                 ThreadPool,
                 TokioUring,
                 Glommio,
+                Uring,
                 PreadLoop,
                 GlommioStream,
                 Fio,
@@ -987,9 +999,9 @@ fn headline(m: &mut String, sections: &[Section]) {
     );
     let _ = writeln!(
         m,
-        "| § | row | threadpool | tokio-uring | glommio | best baseline | fio |"
+        "| § | row | threadpool | tokio-uring | glommio | uring | best baseline | fio |"
     );
-    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- |");
     for s in sections {
         let deepest = s
             .rows
@@ -1032,7 +1044,12 @@ fn headline(m: &mut String, sections: &[Section]) {
                         String::new()
                     }
                 );
-                for e in [Engine::ThreadPool, Engine::TokioUring, Engine::Glommio] {
+                for e in [
+                    Engine::ThreadPool,
+                    Engine::TokioUring,
+                    Engine::Glommio,
+                    Engine::Uring,
+                ] {
                     let c = row.cells.iter().find(|c| {
                         c.cfg.engine == e && c.cfg.pattern == p && c.cfg.backward_combining
                     });

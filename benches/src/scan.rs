@@ -45,6 +45,8 @@ pub enum Engine {
     TokioUring,
     /// pagestream, glommio engine (O_DIRECT only).
     Glommio,
+    /// pagestream, pagestream-uring's own io_uring driver.
+    Uring,
     /// Blocking `pread` of one block at a time; the kernel's read-ahead
     /// does the rest (PostgreSQL 16's sequential scan).
     PreadLoop,
@@ -62,10 +64,11 @@ pub enum Engine {
 
 impl Engine {
     /// Every engine, pagestream's first.
-    pub const ALL: [Engine; 8] = [
+    pub const ALL: [Engine; 9] = [
         Engine::ThreadPool,
         Engine::TokioUring,
         Engine::Glommio,
+        Engine::Uring,
         Engine::PreadLoop,
         Engine::FadvisePrefetch,
         Engine::TokioFs,
@@ -79,6 +82,7 @@ impl Engine {
             Engine::ThreadPool => "threadpool",
             Engine::TokioUring => "tokio-uring",
             Engine::Glommio => "glommio",
+            Engine::Uring => "uring",
             Engine::PreadLoop => "pread-loop",
             Engine::FadvisePrefetch => "fadvise-prefetch",
             Engine::TokioFs => "tokio-fs",
@@ -93,6 +97,7 @@ impl Engine {
             Engine::ThreadPool => Some(Runtime::ThreadPool),
             Engine::TokioUring => Some(Runtime::TokioUring),
             Engine::Glommio => Some(Runtime::Glommio),
+            Engine::Uring => Some(Runtime::Uring),
             _ => None,
         }
     }
@@ -123,7 +128,7 @@ impl FromStr for Engine {
             .find(|e| e.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "{s:?}: expected threadpool, tokio-uring, glommio (pagestream) or \
+                    "{s:?}: expected threadpool, tokio-uring, glommio, uring (pagestream) or \
                      pread-loop, fadvise-prefetch, tokio-fs, glommio-stream, fio (baselines)"
                 )
             })
@@ -634,8 +639,8 @@ impl StreamScan<'_> {
     /// Opens the file for `env`'s engine; with read-ahead off (buffered)
     /// the file gets `POSIX_FADV_RANDOM` and its engine knows the kernel
     /// will not read ahead: the thread pool's file is opened with that
-    /// advice, tokio-uring's is turned off after opening
-    /// (`TokioUringFile::disable_readahead`).
+    /// advice, the io_uring runtimes' is turned off after opening
+    /// (`UringFile::disable_readahead`).
     async fn open<E: Env>(&self, env: &E) -> io::Result<E::File> {
         let c = self.cfg;
         let opts = FileOptions {
@@ -662,11 +667,13 @@ impl StreamScan<'_> {
                     .map(|b| *b)
                     .map_err(|_| io::Error::other("the thread-pool runtime's file type changed"))
             }
-            Runtime::TokioUring => {
+            Runtime::TokioUring | Runtime::Uring => {
+                // Both io_uring runtimes read `pagestream_uring::UringFile`s
+                // (tokio-uring's `TokioUringFile` is the same type).
                 let f = env.open(&self.target.path, opts).await?;
                 let any: &dyn std::any::Any = &f;
-                any.downcast_ref::<pagestream_tokio_uring::TokioUringFile>()
-                    .ok_or_else(|| io::Error::other("the tokio-uring runtime's file type changed"))?
+                any.downcast_ref::<pagestream_uring::UringFile>()
+                    .ok_or_else(|| io::Error::other("the io_uring runtimes' file type changed"))?
                     .disable_readahead()?;
                 Ok(f)
             }

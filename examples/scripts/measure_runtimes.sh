@@ -1,9 +1,9 @@
 #!/bin/bash
 # Issue 5's must-show: cold O_DIRECT sequential scans of the default 1 GiB
-# seqscan file on every runtime (threadpool, tokio-uring, glommio; max_ios 16,
+# seqscan file on every runtime (threadpool, tokio-uring, glommio, uring; max_ios 16,
 # io_combine_limit 16 = 128 KiB reads) against fio reading the same file with
 # the same shape (O_DIRECT, io_uring, 128 KiB, depth 16) as the device's
-# ceiling. Runs are interleaved — fio, threadpool, tokio-uring, glommio, fio,
+# ceiling. Runs are interleaved — fio, threadpool, tokio-uring, glommio, uring, fio,
 # … — REPS times each (default 5); before every run the script waits (up to
 # 300 s) until, over one second, no other process uses more than 5% of a CPU
 # and the disks move less than 1 MiB (others' disk benchmarks use little CPU).
@@ -72,7 +72,7 @@ for round in $(seq 1 "$reps"); do
   mib=$(awk -v b="$bw" 'BEGIN { printf "%.1f", b / 1048576 }')
   printf "%s\tfio\t%s\t-\t-\t-\t-\n" "$round" "$mib" >> "$results"
   echo "round $round fio: $mib MiB/s"
-  for rt in threadpool tokio-uring glommio; do
+  for rt in threadpool tokio-uring glommio uring; do
     quiet
     # shellcheck disable=SC2086 # $extra is a list of options
     line=$($bin --runtime "$rt" --cache cold --direct --max-ios 16 --combine 16 --json \
@@ -91,7 +91,7 @@ rm -f "$out/.t0" "$out/.t1"
 
 echo
 echo "summary over $reps rounds (cold, O_DIRECT, max_ios 16, io_combine_limit 16 / fio bs 128k iodepth 16):"
-for e in fio threadpool tokio-uring glommio; do
+for e in fio threadpool tokio-uring glommio uring; do
   awk -F'\t' -v e="$e" '
     function median(a, n,   i, j, t) {
       for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }

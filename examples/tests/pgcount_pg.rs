@@ -434,8 +434,9 @@ fn pgcount_equals_postgres_count_and_sum() {
         "--max-ios",
         "4",
     ]);
-    // cold, warm, hot on threadpool and tokio-uring; cold, hot on glommio.
-    assert_eq!(lines.len(), 8, "{lines:?}");
+    // cold, warm, hot on threadpool, tokio-uring and uring; cold, hot on
+    // glommio.
+    assert_eq!(lines.len(), 11, "{lines:?}");
     for l in &lines {
         assert_eq!(field(l, "tuples"), t.count, "{l}");
         assert_eq!(field(l, "sum"), t.sum, "{l}");

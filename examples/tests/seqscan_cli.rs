@@ -28,8 +28,8 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["stray"], "unexpected argument"),
         (&["--runtime", "tokio"], "not a runtime"),
         (
-            &["--runtime", "threadpool,uring"],
-            "\"uring\" is not a runtime",
+            &["--runtime", "threadpool,io_uring"],
+            "\"io_uring\" is not a runtime",
         ),
         (
             &["--runtime", "glommio", "--cache", "warm"],
@@ -164,6 +164,10 @@ fn every_runtime_runs_with_one_checksum() {
             ("glommio", "cold"),
             ("glommio", "hot"),
             ("glommio", "hot"),
+            ("uring", "cold"),
+            ("uring", "warm"),
+            ("uring", "hot"),
+            ("uring", "hot"),
         ],
         "{stdout}"
     );

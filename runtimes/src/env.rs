@@ -1,4 +1,4 @@
-//! The three [`Env`]s: what a workload gets on each runtime.
+//! The [`Env`]s: what a workload gets on each runtime.
 
 use crate::{EngineCounters, Env, FileOptions, Options, Runtime};
 use glommio::io::{DmaFile, OwnedDmaFile};
@@ -6,6 +6,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 use pagestream_glommio::{GlommioEngine, GlommioFile, GLOMMIO_MIN_IO_MEMORY};
 use pagestream_threadpool::{OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use pagestream_tokio_uring::{TokioUringEngine, TokioUringFile};
+use pagestream_uring::{UringEngine, UringFile};
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
@@ -129,6 +130,63 @@ impl Env for TokioUringEnv {
             ("vectored", s.vectored),
             ("bounced", s.bounced),
             ("bytes", s.bytes),
+        ])
+    }
+}
+
+/// The uring runtime's environment: a [`UringEngine`] on the runtime's
+/// thread (pagestream-uring's own driver); files are [`UringFile`]s (the
+/// same type as [`TokioUringFile`]). `!Send`.
+#[derive(Debug, Clone)]
+pub struct UringEnv {
+    engine: UringEngine,
+}
+
+impl UringEnv {
+    pub(crate) fn new(engine: UringEngine) -> Self {
+        UringEnv { engine }
+    }
+
+    /// The engine's own statistics.
+    pub fn stats(&self) -> pagestream_uring::EngineStats {
+        self.engine.stats()
+    }
+}
+
+impl Env for UringEnv {
+    type Engine = UringEngine;
+    type File = UringFile;
+
+    fn runtime(&self) -> Runtime {
+        Runtime::Uring
+    }
+
+    fn engine(&self) -> UringEngine {
+        self.engine.clone()
+    }
+
+    async fn open(&self, path: &Path, opts: FileOptions) -> io::Result<UringFile> {
+        self.open_blocking(path, opts)
+    }
+
+    fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<UringFile> {
+        if opts.direct {
+            UringFile::open_direct(path, opts.block_size)
+        } else {
+            UringFile::open(path)
+        }
+    }
+
+    fn engine_counters(&self) -> EngineCounters {
+        let s = self.engine.stats();
+        EngineCounters(vec![
+            ("reads", s.reads),
+            ("vectored", s.vectored),
+            ("bounced", s.bounced),
+            ("bytes", s.bytes),
+            ("submit_calls", s.submit_calls),
+            ("waits", s.waits),
+            ("remote_wakes", s.remote_wakes),
         ])
     }
 }

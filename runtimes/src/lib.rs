@@ -9,6 +9,7 @@
 //! | [`Runtime::ThreadPool`] | `threadpool` | `futures::executor::block_on` on a fresh thread | `ThreadPoolEngine` (blocking `preadv` on I/O threads) | buffered or `O_DIRECT` |
 //! | [`Runtime::TokioUring`] | `tokio-uring` | `tokio_uring` runtime (`try_start`) on a fresh thread | `TokioUringEngine` (io_uring straight into frames) | buffered or `O_DIRECT` |
 //! | [`Runtime::Glommio`] | `glommio` | glommio `LocalExecutor` from `make_executor` on a fresh thread | `GlommioEngine` (DMA reads, copied into frames) | `O_DIRECT` only |
+//! | [`Runtime::Uring`] | `uring` | `UringRuntime::block_on` (pagestream-uring's own io_uring driver) on a fresh thread | `UringEngine` (io_uring straight into frames, submitted as reads start) | buffered or `O_DIRECT` |
 //!
 //! A [`Workload`] is a value whose [`run`](Workload::run) is generic over an
 //! [`Env`]: the environment gives the runtime's engine ([`Env::engine`]),
@@ -75,7 +76,7 @@
 mod env;
 mod runtime;
 
-pub use env::{GlommioEnv, ThreadPoolEnv, TokioUringEnv};
+pub use env::{GlommioEnv, ThreadPoolEnv, TokioUringEnv, UringEnv};
 pub use runtime::{parse_list, ParseRuntimeError, Runtime, RuntimeError};
 
 use pagestream::{EngineFile, IoEngine};
@@ -181,7 +182,7 @@ impl EngineCounters {
 
 /// What a workload gets from the runtime it runs on: the engine, and a way
 /// to open files for it. Implemented by [`ThreadPoolEnv`],
-/// [`TokioUringEnv`] and [`GlommioEnv`]; a workload is written against this
+/// [`TokioUringEnv`], [`GlommioEnv`] and [`UringEnv`]; a workload is written against this
 /// trait and so runs on all of them.
 pub trait Env {
     /// The runtime's engine.

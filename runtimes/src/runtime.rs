@@ -1,6 +1,6 @@
 //! [`Runtime`]: the runtimes by name, and starting one to run a workload.
 
-use crate::env::{GlommioEnv, ThreadPoolEnv, TokioUringEnv};
+use crate::env::{GlommioEnv, ThreadPoolEnv, TokioUringEnv, UringEnv};
 use crate::{Options, Workload};
 use std::fmt;
 use std::io;
@@ -19,18 +19,28 @@ pub enum Runtime {
     /// `glommio`: a glommio `LocalExecutor` (sized to `RLIMIT_MEMLOCK`) on a
     /// fresh thread, with the glommio DMA engine (`O_DIRECT` only).
     Glommio,
+    /// `uring`: pagestream-uring's own io_uring driver on a fresh thread
+    /// (`UringRuntime::block_on`): reads submitted as they start, completions
+    /// waited for in `io_uring_enter`.
+    Uring,
 }
 
 impl Runtime {
     /// Every runtime, in the order reports list them.
-    pub const ALL: [Runtime; 3] = [Runtime::ThreadPool, Runtime::TokioUring, Runtime::Glommio];
+    pub const ALL: [Runtime; 4] = [
+        Runtime::ThreadPool,
+        Runtime::TokioUring,
+        Runtime::Glommio,
+        Runtime::Uring,
+    ];
 
-    /// The runtime's name: `threadpool`, `tokio-uring` or `glommio`.
+    /// The runtime's name: `threadpool`, `tokio-uring`, `glommio` or `uring`.
     pub const fn name(self) -> &'static str {
         match self {
             Runtime::ThreadPool => "threadpool",
             Runtime::TokioUring => "tokio-uring",
             Runtime::Glommio => "glommio",
+            Runtime::Uring => "uring",
         }
     }
 
@@ -82,6 +92,11 @@ impl Runtime {
                             pagestream_glommio::cancel_reads_in_flight();
                             Ok(out)
                         }
+                        Runtime::Uring => {
+                            let rt = pagestream_uring::UringRuntime::new()?;
+                            let env = UringEnv::new(rt.engine());
+                            Ok(rt.block_on(workload.run(env)))
+                        }
                     }
                 })
                 .map_err(|e| {
@@ -123,7 +138,7 @@ impl From<RuntimeError> for io::Error {
 
 /// A runtime name that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{given:?} is not a runtime: expected threadpool, tokio-uring or glommio{}",
+#[error("{given:?} is not a runtime: expected threadpool, tokio-uring, glommio or uring{}",
     if *.all_allowed { " (or all, or a comma-separated list)" } else { "" })]
 pub struct ParseRuntimeError {
     /// What was given.
@@ -135,7 +150,7 @@ pub struct ParseRuntimeError {
 impl FromStr for Runtime {
     type Err = ParseRuntimeError;
 
-    /// Parses `threadpool`, `tokio-uring` or `glommio` (exactly).
+    /// Parses `threadpool`, `tokio-uring`, `glommio` or `uring` (exactly).
     fn from_str(s: &str) -> Result<Runtime, ParseRuntimeError> {
         Runtime::ALL
             .into_iter()
@@ -178,7 +193,7 @@ mod tests {
             assert_eq!(rt.to_string(), rt.name());
         }
         let names: Vec<&str> = Runtime::ALL.iter().map(|r| r.name()).collect();
-        assert_eq!(names, ["threadpool", "tokio-uring", "glommio"]);
+        assert_eq!(names, ["threadpool", "tokio-uring", "glommio", "uring"]);
     }
 
     #[test]
@@ -190,7 +205,8 @@ mod tests {
             assert!(
                 msg.contains("threadpool")
                     && msg.contains("tokio-uring")
-                    && msg.contains("glommio"),
+                    && msg.contains("glommio")
+                    && msg.contains("uring"),
                 "{msg}"
             );
             assert!(!msg.contains("or all"), "{msg}");
@@ -205,8 +221,12 @@ mod tests {
             parse_list("glommio,threadpool,glommio").unwrap(),
             [Runtime::Glommio, Runtime::ThreadPool]
         );
-        let e = parse_list("threadpool,uring").unwrap_err();
-        assert_eq!(e.given, "uring");
+        assert_eq!(
+            parse_list("uring,tokio-uring").unwrap(),
+            [Runtime::Uring, Runtime::TokioUring]
+        );
+        let e = parse_list("threadpool,io_uring").unwrap_err();
+        assert_eq!(e.given, "io_uring");
         assert!(e.to_string().contains("or all"), "{e}");
         assert!(parse_list("").is_err());
         assert!(parse_list("threadpool,").is_err());
@@ -217,6 +237,7 @@ mod tests {
     fn only_glommio_is_direct_only() {
         assert!(Runtime::ThreadPool.supports_buffered());
         assert!(Runtime::TokioUring.supports_buffered());
+        assert!(Runtime::Uring.supports_buffered());
         assert!(!Runtime::Glommio.supports_buffered());
     }
 }
