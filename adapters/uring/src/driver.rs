@@ -56,6 +56,10 @@ const WAKE_TOKEN: u64 = u64::MAX;
 /// `user_data` of the cancellations the driver's `Drop` submits.
 const CANCEL_TOKEN: u64 = u64::MAX - 1;
 
+/// `IORING_ENTER_GETEVENTS` (`linux/io_uring.h`; the io-uring crate does not
+/// export its flag constants).
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
 /// The settings a [`Driver`] is built with (see
 /// [`UringBuilder`](crate::UringBuilder) for what each means).
 #[derive(Debug, Clone, Copy)]
@@ -166,6 +170,11 @@ impl Signal {
         self.woken.store(true, Ordering::SeqCst);
     }
 
+    /// Whether a wake-up is pending (without taking it).
+    pub(crate) fn is_woken(&self) -> bool {
+        self.woken.load(Ordering::SeqCst)
+    }
+
     /// Takes the wake-up flag (the executor then polls its future).
     pub(crate) fn take_woken(&self) -> bool {
         self.woken.swap(false, Ordering::AcqRel)
@@ -209,6 +218,9 @@ pub(crate) struct Driver {
     queued: Cell<u32>,
     /// Submit once this many SQEs are queued (and always before waiting).
     submit_batch: u32,
+    /// `IORING_SETUP_DEFER_TASKRUN`: completions are posted only inside an
+    /// `io_uring_enter` that asks for events.
+    defer_taskrun: bool,
     /// Whether the eventfd poll is armed in the ring.
     wake_armed: Cell<bool>,
     /// Whether a `block_on` of this driver's runtime is running (reads are
@@ -264,6 +276,7 @@ impl Driver {
             ops: RefCell::new(Ops::default()),
             queued: Cell::new(0),
             submit_batch: cfg.submit_batch.max(1),
+            defer_taskrun: cfg.defer_taskrun,
             wake_armed: Cell::new(false),
             entered: Cell::new(false),
             signal: Arc::new(Signal::new()?),
@@ -428,6 +441,24 @@ impl Driver {
         if self.ring.borrow().submit_and_wait(1).is_ok() {
             self.queued.set(0);
         }
+    }
+
+    /// With deferred task running, has the kernel post the completions it
+    /// holds (an `io_uring_enter` asking for events, not waiting), so that
+    /// [`reap`](Self::reap) sees them. Otherwise nothing: completions are
+    /// posted as they happen.
+    pub(crate) fn run_deferred(&self) {
+        if !self.defer_taskrun || self.in_flight() == 0 {
+            return;
+        }
+        let ring = self.ring.borrow();
+        // SAFETY: no SQEs are submitted (to_submit 0) and no argument
+        // pointer is passed; GETEVENTS with min_complete 0 only runs the
+        // ring's pending task work and returns.
+        let _ = unsafe {
+            ring.submitter()
+                .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+        };
     }
 
     /// Waits until no read is in flight, completing each.

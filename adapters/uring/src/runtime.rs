@@ -235,11 +235,18 @@ impl UringRuntime {
                     d.drain();
                     return out;
                 }
+            }
+            // Complete what the kernel has finished (no system call) after
+            // every poll, which wakes the future if it waited for it: a
+            // future that wakes itself (a yield) must not starve its reads.
+            if d.reap() > 0 {
                 continue;
             }
-            // Not woken: complete what the kernel has finished (no system
-            // call), which wakes the future if it was waiting for it.
-            if d.reap() > 0 {
+            if d.signal.is_woken() {
+                // Woken, no completion in: with deferred task running the
+                // kernel posts completions only when asked, so ask (without
+                // waiting) before polling again.
+                d.run_deferred();
                 continue;
             }
             // Nothing to do: wait in the kernel, unless a wake-up from

@@ -320,6 +320,44 @@ fn more_reads_than_submission_entries() {
     }
 }
 
+/// A future that wakes itself on every poll (a busy yield) while it waits
+/// for reads still gets them: the runtime takes completions after every
+/// poll, and with deferred task running asks the kernel to post them.
+#[test]
+fn self_waking_future_does_not_starve_its_reads() {
+    for defer in [false, true] {
+        let b = UringRuntime::builder().defer_taskrun(defer);
+        let Some(rt) = runtime_or_skip_with("self_waking_future_does_not_starve_its_reads", b)
+        else {
+            return;
+        };
+        let n = 64u64;
+        let (file, seed) = stamped(n, BS, true);
+        let pool = BufferPool::new(128, BS).expect("pool");
+        let got = rt.block_on(async {
+            let mut s = ReadStream::builder(&pool, rt.engine(), file)
+                .max_ios(4)
+                .io_combine_limit(2)
+                .build(source::forward(0..n))
+                .expect("build");
+            let mut got = 0;
+            loop {
+                let next = std::future::poll_fn(|cx| {
+                    cx.waker().wake_by_ref();
+                    s.poll_next_unpin(cx)
+                })
+                .await;
+                let Some(page) = next else { break };
+                let page = page.expect("page");
+                assert!(stamp::check(seed, got, &page), "defer {defer}: block {got}");
+                got += 1;
+            }
+            got
+        });
+        assert_eq!(got, n, "defer {defer}");
+    }
+}
+
 /// Zero-sized settings are refused with an error naming the setting.
 #[test]
 fn zero_settings_are_refused() {
