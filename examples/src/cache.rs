@@ -23,18 +23,27 @@ pub fn evict(file: &File) -> io::Result<()> {
 
 /// [`evict`]s `file` (found at `path`, named in the error) and checks that
 /// at most 1% of it stays resident; returns the fraction resident.
+///
+/// Pages still being read (kernel read-ahead a previous run started, which
+/// may outlive that run by a few milliseconds) are locked and cannot be
+/// dropped yet: the eviction is retried, waiting 10, 20, 40, 80, 160, …
+/// ms in between (about 1.1 s in all), before giving up with an error.
 pub fn make_cold(file: &File, path: &Path) -> io::Result<f64> {
-    evict(file)?;
-    let resident = resident_fraction(file)?;
-    if resident > 0.01 {
-        return Err(io::Error::other(format!(
-            "cannot make {} cold: {:.1}% of it is still in the page cache after \
-             POSIX_FADV_DONTNEED (mapped or locked by another process?)",
-            path.display(),
-            resident * 100.0
-        )));
+    let mut resident = 0.0;
+    for attempt in 0..10u32 {
+        evict(file)?;
+        resident = resident_fraction(file)?;
+        if resident <= 0.01 {
+            return Ok(resident);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10 << attempt.min(4)));
     }
-    Ok(resident)
+    Err(io::Error::other(format!(
+        "cannot make {} cold: {:.1}% of it is still in the page cache after \
+         POSIX_FADV_DONTNEED, retried for about a second (mapped or locked by another process?)",
+        path.display(),
+        resident * 100.0
+    )))
 }
 
 /// The fraction (0.0–1.0) of `file`'s pages resident in the OS page cache,
