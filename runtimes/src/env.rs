@@ -116,11 +116,7 @@ impl Env for TokioUringEnv {
     }
 
     fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<TokioUringFile> {
-        if opts.direct {
-            TokioUringFile::open_direct(path, opts.block_size)
-        } else {
-            TokioUringFile::open(path)
-        }
+        open_uring_file(path, opts)
     }
 
     fn engine_counters(&self) -> EngineCounters {
@@ -131,6 +127,15 @@ impl Env for TokioUringEnv {
             ("bounced", s.bounced),
             ("bytes", s.bytes),
         ])
+    }
+}
+
+/// Opens a file for either io_uring engine (`TokioUringFile` is `UringFile`).
+fn open_uring_file(path: &Path, opts: FileOptions) -> io::Result<UringFile> {
+    if opts.direct {
+        UringFile::open_direct(path, opts.block_size)
+    } else {
+        UringFile::open(path)
     }
 }
 
@@ -170,11 +175,7 @@ impl Env for UringEnv {
     }
 
     fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<UringFile> {
-        if opts.direct {
-            UringFile::open_direct(path, opts.block_size)
-        } else {
-            UringFile::open(path)
-        }
+        open_uring_file(path, opts)
     }
 
     fn engine_counters(&self) -> EngineCounters {

@@ -40,6 +40,16 @@ pub trait Harness {
     /// Whether the engine reads with O_DIRECT-like alignment needs (only
     /// used to word messages).
     fn name(&self) -> String;
+
+    /// Whether a read the engine starts is never finished before the
+    /// stream's poll that started it returns (the io_uring and glommio
+    /// engines complete reads in their runtime, after the poll). Scenarios
+    /// then also check that reads *are* in flight where they expect them.
+    /// Default false: engines may complete reads inline (the thread pool's
+    /// `RWF_NOWAIT`, the in-memory engine).
+    fn reads_stay_pending(&self) -> bool {
+        false
+    }
 }
 
 /// Block size every scenario uses unless it says otherwise.
@@ -67,6 +77,7 @@ pub async fn run_all<H: Harness>(h: &H) {
         shared_pool,
         many_streams_small_pool,
         drop_with_reads_in_flight,
+        abandoned_stream,
         reset,
         past_end_of_file,
         pool_exhausted,
@@ -466,6 +477,61 @@ pub async fn drop_with_reads_in_flight<H: Harness>(h: &H) {
         drop(s);
     }
     full_scan_afterwards(h, &pool, file, seed, n, "drop_with_reads_in_flight").await;
+}
+
+/// Stream A starts reads and is then dropped, or kept and never polled
+/// again; stream B over the same blocks on the same pool waits for A's
+/// reads instead of issuing its own (reads complete on their own, without
+/// their stream), and gets every page right.
+pub async fn abandoned_stream<H: Harness>(h: &H) {
+    for drop_a in [true, false] {
+        let n = 256;
+        let what = format!("abandoned_stream (drop_a={drop_a})");
+        let (file, seed) = h.stamped_file(n, BS);
+        let pool = BufferPool::new(512, BS).expect("pool");
+        let mut a = builder(&pool, h, file.clone())
+            .max_ios(8)
+            .io_combine_limit(16)
+            .full(true)
+            .build(source::forward(0..n))
+            .expect("build a");
+        // One poll: A looks ahead and starts reads (an inline engine may
+        // already hand out its first page, which is dropped at once).
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(a.poll_next_unpin(cx))).await;
+        let pending = first.is_pending();
+        drop(first);
+        let in_flight = pool.stats().reading as u64;
+        if h.reads_stay_pending() {
+            assert!(
+                pending,
+                "{what}: A got a page before its reads could finish"
+            );
+            assert!(in_flight > 0, "{what}: A started no reads");
+        }
+        let kept = if drop_a {
+            drop(a);
+            None
+        } else {
+            Some(a)
+        };
+        let mut b = builder(&pool, h, file)
+            .max_ios(4)
+            .io_combine_limit(8)
+            .build(source::forward(0..n))
+            .expect("build b");
+        let expect: Vec<u64> = (0..n).collect();
+        drain_verify(&mut b, seed, &expect, &what).await;
+        let st = b.close().await;
+        // A's reads delivered their blocks to B.
+        assert!(
+            st.blocks_read <= n - in_flight,
+            "{what}: B re-read blocks A was reading ({in_flight} in flight): {st}"
+        );
+        drop(kept);
+        assert_no_pins(&pool, &what);
+        let ps = pool.stats();
+        assert_eq!(ps.reading, 0, "{what}: {ps}");
+    }
 }
 
 /// `reset` drops look-ahead and continues from a new source.

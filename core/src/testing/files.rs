@@ -126,6 +126,7 @@ pub struct DiskFiles<E: IoEngine, O> {
     name: String,
     open: O,
     keep: Mutex<Vec<E::File>>,
+    pending: bool,
 }
 
 impl<E, O> DiskFiles<E, O>
@@ -141,7 +142,16 @@ where
             name: name.into(),
             open,
             keep: Mutex::new(Vec::new()),
+            pending: false,
         }
+    }
+
+    /// Declares that the engine never finishes a read before the poll that
+    /// started it returns ([`Harness::reads_stay_pending`]), so scenarios
+    /// check that reads are in flight where they expect them.
+    pub fn reads_stay_pending(mut self, on: bool) -> Self {
+        self.pending = on;
+        self
     }
 
     /// The files made so far, no longer kept by the harness (to close them
@@ -184,6 +194,10 @@ where
 
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn reads_stay_pending(&self) -> bool {
+        self.pending
     }
 }
 

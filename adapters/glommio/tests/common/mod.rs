@@ -147,10 +147,12 @@ pub fn dma_files(
     name: &str,
 ) -> DiskFiles<Local<GlommioEngine>, impl Fn(&Path, usize) -> io::Result<Local<GlommioFile>>> {
     let opener = Opener::start();
+    // Reads complete in glommio's tasks, after the poll that started them.
     DiskFiles::new(Local::new(engine), name, move |path: &Path, block_size| {
         let dma = opener.open(path.to_path_buf())?;
         Ok(Local::new(GlommioFile::from_dma(dma, block_size)?))
     })
+    .reads_stay_pending(true)
 }
 
 /// Closes `files` (a harness's [`DiskFiles::take_files`]), on the executor.

@@ -50,7 +50,9 @@ pub fn real_files(
     direct: bool,
     name: &str,
 ) -> DiskFiles<TokioUringEngine, impl Fn(&Path, usize) -> io::Result<TokioUringFile>> {
+    // Reads complete in the runtime, after the poll that started them.
     DiskFiles::new(engine, name, move |path: &Path, block_size| {
         open(path, block_size, direct)
     })
+    .reads_stay_pending(true)
 }

@@ -56,7 +56,9 @@ pub fn real_files(
     direct: bool,
     name: &str,
 ) -> DiskFiles<UringEngine, impl Fn(&Path, usize) -> io::Result<UringFile>> {
+    // Reads complete in the runtime, after the poll that started them.
     DiskFiles::new(engine, name, move |path: &Path, block_size| {
         open(path, block_size, direct)
     })
+    .reads_stay_pending(true)
 }
