@@ -190,6 +190,7 @@ impl<E: IoEngine> StreamBuilder<E> {
             Some(r) => Some(Ring::new(
                 r.frames(pool.block_size).min(pool.nframes),
                 ((self.max_ios + 1) * self.combine + self.combine).min(pool.nframes),
+                self.combine,
             )),
         };
         let file_len = self
