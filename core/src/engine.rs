@@ -127,6 +127,31 @@ pub trait IoEngine {
         let _ = (file, offset, len);
     }
 
+    /// Full-sized reads a stream should keep in flight on `file` while the
+    /// engine serves its reads from the OS page cache (default 1).
+    ///
+    /// A read served from the page cache is only a copy, so by default the
+    /// planner keeps one full-sized read ahead of the consumer (see
+    /// [`design`](crate::design)). An engine that copies cached reads on
+    /// another thread in parallel with the consumer (and lets the consumer
+    /// do queued ones itself, see [`help`](Self::help)) says how many it
+    /// wants queued so that thread always has one to take.
+    fn cached_read_depth(&self, file: &Self::File) -> usize {
+        let _ = file;
+        1
+    }
+
+    /// The stream polling on this thread is about to wait for one of its
+    /// reads on `file`: an engine that queued reads for a thread of its own
+    /// may perform one of them here instead, so the consumer never waits
+    /// for a thread that has not started yet. Returns whether it did any
+    /// work (the stream then looks at its reads again before it waits).
+    /// Must not block on the device. Default: does nothing.
+    fn help(&self, file: &Self::File) -> bool {
+        let _ = file;
+        false
+    }
+
     /// A short name for reports (`"threadpool"`, `"tokio-uring"`, …).
     fn name(&self) -> &'static str;
 }

@@ -69,6 +69,12 @@
 //!   until they complete the request; completion publishes frames and wakes
 //!   waiters by itself, so it never depends on the issuing stream being
 //!   polled or alive. Short reads return their remainder to the engine.
+//!   An engine may keep reads it expects the OS page cache to serve in a
+//!   queue of its own, copied by a helper thread on another CPU: it then
+//!   asks for a few such reads in flight ([`IoEngine::cached_read_depth`])
+//!   and does a queued one on the consumer's thread whenever the stream
+//!   would otherwise wait ([`IoEngine::help`]), so the two CPUs share the
+//!   copying and the consumer never waits for a sleeping thread.
 //! - **Stats** ([`StreamStats`], [`PoolStats`]) explain a run like
 //!   `EXPLAIN (ANALYZE, BUFFERS)`: hits, reads, blocks per read, reads in
 //!   flight, waits, distance and which limit bound it.

@@ -186,6 +186,15 @@ impl<E: IoEngine> IoEngine for Segmented<E> {
         self.inner.advice_useful(&file.segments[0])
     }
 
+    fn cached_read_depth(&self, file: &Self::File) -> usize {
+        self.inner.cached_read_depth(&file.segments[0])
+    }
+
+    fn help(&self, file: &Self::File) -> bool {
+        // The engine's queue is shared by every file it reads.
+        self.inner.help(&file.segments[0])
+    }
+
     fn advise(&self, file: &Self::File, mut offset: u64, mut len: u64) {
         while len > 0 {
             let Some((seg, origin)) = file.locate(offset) else {

@@ -218,6 +218,7 @@ impl<E: IoEngine> StreamBuilder<E> {
             backward_combining: self.backward_combining,
             fast_path: self.fast_path,
             full: self.full,
+            cached_depth: self.engine.cached_read_depth(&self.file).max(1),
             segment_blocks,
         };
         // This stream's claim on the pool: its whole pin budget (at most the
@@ -491,6 +492,10 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
         }
         futures::future::poll_fn(|cx| {
             self.drain_done();
+            // Reads the engine has queued but not started are done here.
+            while self.planner.ios_in_progress() > 0 && self.engine.help(&self.file) {
+                self.drain_done();
+            }
             if self.planner.ios_in_progress() == 0 {
                 return Poll::Ready(());
             }
@@ -591,12 +596,21 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
                     return Poll::Ready(Some(this.hand_out(e)));
                 }
                 Head::WaitRead => {
+                    // Before waiting, do a read the engine has queued (ours,
+                    // most likely) on this thread.
+                    if this.engine.help(&this.file) {
+                        continue;
+                    }
                     this.shared.waker.register(cx.waker());
                     if this.shared.has_done.load(Ordering::Acquire) != 0 {
                         continue;
                     }
                 }
                 Head::WaitFrame(f) => {
+                    // The read may be queued in the engine, not started.
+                    if this.engine.help(&this.file) {
+                        continue;
+                    }
                     if !this.shared.pool.wait_io(f, cx.waker()) {
                         continue;
                     }

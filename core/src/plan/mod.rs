@@ -46,8 +46,11 @@
 //!   this stream started, whether or not it had to wait;
 //! - it **decays by one** on each hit;
 //! - a read the engine served from the OS page cache is not a device wait:
-//!   the distance moves towards `io_combine_limit` instead (one full-sized
-//!   read at a time, which keeps a warm scan's in-flight memory small);
+//!   the distance moves towards `io_combine_limit` × the engine's
+//!   [`cached_read_depth`](crate::IoEngine::cached_read_depth) instead (by
+//!   default one full-sized read at a time, which keeps a warm scan's
+//!   in-flight memory small; an engine that copies cached reads on a
+//!   second thread asks for a few, so that thread always has one to take);
 //! - it is capped by the **pin budget** `(max_ios + 1) × io_combine_limit`
 //!   and by the frames the pool can spare this stream, re-checked each time
 //!   look-ahead runs (so a shrinking pool shrinks it, a growing one lets it
@@ -157,6 +160,9 @@ pub(crate) struct PlanConfig {
     pub(crate) fast_path: bool,
     /// Start at distance `min(budget, combine)` (PostgreSQL's READ_STREAM_FULL).
     pub(crate) full: bool,
+    /// Full-sized reads to keep in flight while reads are served from the
+    /// OS page cache (the engine's [`crate::IoEngine::cached_read_depth`], ≥ 1).
+    pub(crate) cached_depth: usize,
     /// Blocks per segment of a file stored in pieces (no read crosses a
     /// multiple of it); 0: one piece.
     pub(crate) segment_blocks: u64,
@@ -695,7 +701,7 @@ impl<D> Planner<D> {
         if e.read_head {
             let cap = self.cap();
             self.distance = if e.cached {
-                let c = self.eff_combine();
+                let c = self.eff_combine() * self.cfg.cached_depth;
                 if self.distance > c {
                     self.distance - 1
                 } else {

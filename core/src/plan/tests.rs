@@ -224,6 +224,7 @@ impl Env<usize> for Sim {
 
 fn cfg(max_ios: usize, combine: usize, backward: bool, full: bool) -> PlanConfig {
     PlanConfig {
+        cached_depth: 1,
         max_ios: max_ios.max(1),
         combine,
         budget: (max_ios + 1) * combine,
@@ -560,4 +561,54 @@ fn distance_ramps_by_doubling() {
     }
     assert_eq!(&seen[..5], &[2, 4, 8, 16, 32], "ramp: {seen:?}");
     assert_eq!(p.stats.max_distance, 9 * 16, "capped at the pin budget");
+}
+
+/// With an engine that asks for `cached_read_depth` reads in flight, a warm
+/// scan's distance settles at that many full-sized reads (and at one read
+/// with the default depth of 1), and its reads stay full-sized.
+#[test]
+fn warm_scan_keeps_cached_depth_reads_in_flight() {
+    let combine = 16;
+    for depth in [1usize, 3, 6] {
+        let n = 2000u64;
+        let seq: Vec<u64> = (0..n).collect();
+        let mut sim = Sim::new(&seq, n, &[], 10_000, combine);
+        let mut c = cfg(16, combine, true, false);
+        c.cached_depth = depth;
+        let mut p: Planner<usize> = Planner::new(c);
+        let mut out = 0u64;
+        let mut distances = Vec::new();
+        loop {
+            match p.prepare_head(&mut sim) {
+                Head::Ready => {
+                    let e = p.pop(&mut sim);
+                    sim.unpin(e.frame);
+                    distances.push(p.distance());
+                    out += 1;
+                }
+                // An engine whose reads complete only when the consumer
+                // would wait (the helper never gets to them): the oldest.
+                Head::WaitRead | Head::WaitFrame(_) => {
+                    let (slot, _) = sim.complete(0, true);
+                    p.read_done(slot, Ok(true));
+                    p.look_ahead(&mut sim);
+                }
+                Head::End => break,
+                Head::Exhausted => unreachable!(),
+            }
+        }
+        assert_eq!(out, n);
+        let want = depth * combine;
+        assert!(distances.iter().all(|&d| d <= want), "depth {depth}");
+        // After the ramp the distance stays at `depth` reads.
+        let settled = distances[distances.len() / 2..].iter().all(|&d| d == want);
+        assert!(settled, "depth {depth}: distance does not settle at {want}");
+        assert!(
+            sim.max_in_flight >= depth.saturating_sub(1).max(1) && sim.max_in_flight <= depth,
+            "depth {depth}: {} reads in flight at most",
+            sim.max_in_flight
+        );
+        let short = sim.reads.iter().filter(|r| r.1 < combine).count();
+        assert!(short <= 6, "depth {depth}: {short} short reads");
+    }
 }
