@@ -22,12 +22,13 @@ pub struct ThreadPoolEnv {
 
 impl ThreadPoolEnv {
     pub(crate) fn new(options: &Options) -> Self {
-        ThreadPoolEnv {
-            engine: ThreadPoolEngine::builder()
-                .threads(options.threads.max(1))
-                .nowait(options.nowait)
-                .build(),
+        let mut b = ThreadPoolEngine::builder()
+            .threads(options.threads.max(1))
+            .nowait(options.nowait);
+        if let Some(d) = options.cached_depth {
+            b = b.cached_depth(d);
         }
+        ThreadPoolEnv { engine: b.build() }
     }
 
     /// The engine's own statistics.
@@ -72,6 +73,10 @@ impl Env for ThreadPoolEnv {
             ("queued_primed", s.queued_primed),
             ("thread_preads", s.thread_preads),
             ("inline_blocking_reads", s.inline_blocking_reads),
+            ("cached_queued", s.cached_queued),
+            ("helper_reads", s.helper_reads),
+            ("helped_reads", s.helped_reads),
+            ("helper_sleeps", s.helper_sleeps),
             ("aio_reads", s.aio_reads),
             ("aio_fallbacks", s.aio_fallbacks),
             ("threads_started", s.threads_started),

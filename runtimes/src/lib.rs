@@ -124,6 +124,10 @@ pub struct Options {
     /// Thread pool: try an inline `RWF_NOWAIT` read first on buffered files
     /// (default on).
     pub nowait: bool,
+    /// Thread pool: cached reads in flight per stream with the cached-read
+    /// helper thread (`None`: the engine's default; see
+    /// [`pagestream_threadpool::ThreadPoolBuilder::cached_depth`]).
+    pub cached_depth: Option<usize>,
 }
 
 impl Default for Options {
@@ -131,6 +135,7 @@ impl Default for Options {
         Options {
             threads: pagestream_threadpool::DEFAULT_THREADS,
             nowait: true,
+            cached_depth: None,
         }
     }
 }
@@ -145,6 +150,13 @@ impl Options {
     /// Thread pool: the inline `RWF_NOWAIT` attempt on or off.
     pub fn nowait(mut self, on: bool) -> Self {
         self.nowait = on;
+        self
+    }
+
+    /// Thread pool: cached reads in flight per stream with the cached-read
+    /// helper (`None`: the engine's default; 0 or 1: no helper).
+    pub fn cached_depth(mut self, reads: Option<usize>) -> Self {
+        self.cached_depth = reads;
         self
     }
 }

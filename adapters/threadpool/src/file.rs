@@ -7,6 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Access-pattern advice given to the kernel when the file is opened
@@ -79,6 +80,10 @@ pub(crate) struct FileInner {
     pub(crate) mem_align: usize,
     advice: FileAdvice,
     id: FileId,
+    /// The last inline `RWF_NOWAIT` attempt on this file read all of its
+    /// request: the next reads go to the cached-read queue (see the
+    /// engine's module docs).
+    pub(crate) warm: AtomicBool,
 }
 
 impl FileInner {
@@ -175,6 +180,7 @@ impl ThreadPoolFile {
                     opts.advice
                 },
                 file,
+                warm: AtomicBool::new(false),
             }),
         })
     }

@@ -43,5 +43,7 @@ mod engine;
 mod file;
 mod sys;
 
-pub use engine::{EngineStats, ThreadPoolBuilder, ThreadPoolEngine, DEFAULT_THREADS};
+pub use engine::{
+    EngineStats, ThreadPoolBuilder, ThreadPoolEngine, DEFAULT_CACHED_DEPTH, DEFAULT_THREADS,
+};
 pub use file::{FileAdvice, OpenOptions, ThreadPoolFile};

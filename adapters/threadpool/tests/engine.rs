@@ -11,6 +11,7 @@ use pagestream::testing::{stamp, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream, StreamStats};
 use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 
 const BS: usize = 8192;
 
@@ -448,4 +449,140 @@ fn blocking_inline_reads_on_the_calling_thread() {
             "direct {direct}: every read inline: {es:?} {st}"
         );
     }
+}
+
+/// Reads `path` whole, so the page cache holds it.
+fn warm_up(path: &std::path::Path) {
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut buf)
+        .unwrap();
+}
+
+#[test]
+fn warm_reads_are_shared_with_the_cached_read_helper() {
+    let n = 2048;
+    let f = stamped("warm-helper", 11, n);
+    warm_up(f.path());
+    let engine = ThreadPoolEngine::builder().cached_depth(4).build();
+    let file = ThreadPoolFile::open(f.path()).unwrap();
+    assert_eq!(engine.cached_read_depth(&file), 4);
+    let st = scan_verify(&engine, file, 11, n);
+    let es = engine.stats();
+    assert_eq!(es.thread_preads, 0, "warm reads went to threads: {es:?}");
+    assert_eq!(st.cached_reads, st.reads, "reads not marked cached: {st}");
+    assert_eq!(st.blocks_read, n, "{st}");
+    // Past the first read (inline, it finds the file warm), every read was
+    // queued and done by the helper or by the stream itself.
+    assert!(es.cached_queued > 0, "nothing queued: {es:?}");
+    assert_eq!(
+        es.cached_queued,
+        es.helper_reads + es.helped_reads,
+        "{es:?}"
+    );
+    assert_eq!(es.nowait_full, st.reads, "{es:?}");
+}
+
+#[test]
+fn cached_depth_below_two_reads_every_cached_read_inline() {
+    let n = 512;
+    let f = stamped("warm-nohelper", 12, n);
+    warm_up(f.path());
+    for depth in [0, 1] {
+        let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
+        let file = ThreadPoolFile::open(f.path()).unwrap();
+        assert_eq!(engine.cached_read_depth(&file), 1);
+        let st = scan_verify(&engine, file, 12, n);
+        let es = engine.stats();
+        assert_eq!(es.cached_queued, 0, "{es:?}");
+        assert_eq!(es.nowait_full, st.reads, "{es:?}");
+    }
+}
+
+#[test]
+fn cold_reads_through_the_cached_read_queue_fall_back_to_threads() {
+    // Warm, then evicted while the stream reads: queued reads find the
+    // cache cold and go to the I/O threads, with the right bytes.
+    let n = 1024;
+    let f = stamped("warm-then-cold", 13, n);
+    for round in 0..3 {
+        warm_up(f.path());
+        let engine = ThreadPoolEngine::builder().cached_depth(6).build();
+        let pool = BufferPool::new(1024, BS).unwrap();
+        let file = ThreadPoolFile::open(f.path()).unwrap();
+        let mut s = ReadStream::builder(&pool, engine.clone(), file)
+            .build(source::forward(0..n))
+            .unwrap();
+        block_on(async {
+            let mut next = 0;
+            while let Some(page) = s.next().await {
+                let page = page.expect("page");
+                assert_eq!(page.block(), next);
+                assert!(stamp::check(13, next, &page), "block {next} wrong");
+                if next == 64 * (round + 1) {
+                    // Drop what it can; not checked (reads in flight may
+                    // bring pages back).
+                    let file = std::fs::File::open(f.path()).unwrap();
+                    // SAFETY: posix_fadvise takes no pointers.
+                    let r = unsafe {
+                        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
+                    };
+                    assert_eq!(r, 0, "posix_fadvise(DONTNEED)");
+                }
+                next += 1;
+            }
+            assert_eq!(next, n);
+        });
+    }
+}
+
+#[test]
+fn a_queued_read_completes_without_its_stream_being_polled() {
+    // The stream stops polling with reads queued: the helper takes them
+    // (a lone one after its linger), so their frames become valid anyway.
+    let n = 256;
+    let f = stamped("warm-unpolled", 14, n);
+    warm_up(f.path());
+    let engine = ThreadPoolEngine::builder().cached_depth(6).build();
+    let pool = BufferPool::new(1024, BS).unwrap();
+    let file = ThreadPoolFile::open(f.path()).unwrap();
+    let id = file.id();
+    let mut s = ReadStream::builder(&pool, engine.clone(), file)
+        .build(source::forward(0..n))
+        .unwrap();
+    // Take pages until reads have been queued.
+    let mut taken = Vec::new();
+    block_on(async {
+        while engine.stats().cached_queued < 3 {
+            taken.push(s.next().await.expect("a page").expect("ok"));
+        }
+    });
+    let queued_to = s.reads_in_flight();
+    assert!(queued_to > 0, "no reads in flight");
+    // Without polling: every queued read is done by the helper.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let es = engine.stats();
+        if es.cached_queued == es.helper_reads + es.helped_reads {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "queued reads never completed: {es:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let next = taken.last().unwrap().block() + 1;
+    assert!(pool.contains(id, next), "block {next} not in the pool");
+    drop(taken);
+    let rest = block_on(async {
+        let mut k = 0;
+        while let Some(p) = s.next().await {
+            p.expect("page");
+            k += 1;
+        }
+        k
+    });
+    assert_eq!(rest as u64, n - next);
 }

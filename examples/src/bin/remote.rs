@@ -475,6 +475,14 @@ impl<E: IoEngine> IoEngine for Counted<E> {
         self.inner.start_read(file, req);
     }
 
+    fn cached_read_depth(&self, file: &E::File) -> usize {
+        self.inner.cached_read_depth(file)
+    }
+
+    fn help(&self, file: &E::File) -> bool {
+        self.inner.help(file)
+    }
+
     fn name(&self) -> &'static str {
         "counted"
     }

@@ -84,6 +84,9 @@ options:
   --nowait on|off     threadpool: inline RWF_NOWAIT attempt for buffered reads
                       (default on)
   --threads N         threadpool: I/O threads (default 16)
+  --cached-depth N    threadpool: cached reads in flight per stream, shared
+                      with the cached-read helper thread (default 6 with 2+
+                      CPUs; 0 or 1: no helper, each cached read inline)
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
@@ -118,6 +121,8 @@ struct Opts {
     repeat: usize,
     nowait: bool,
     threads: usize,
+    /// Thread pool cached-read depth (`None`: the engine's default).
+    cached_depth: Option<usize>,
     json: bool,
     /// `None`: auto; `Some(0)`: off; `Some(bytes)`.
     ring: Option<usize>,
@@ -142,6 +147,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         repeat: 1,
         nowait: true,
         threads: pagestream_threadpool::DEFAULT_THREADS,
+        cached_depth: None,
         json: false,
         ring: None,
         baseline_buffer: 128 << 10,
@@ -180,6 +186,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "repeat" => o.repeat = args.number()?,
             "nowait" => o.nowait = args.parsed(parse_on_off)?,
             "threads" => o.threads = args.number()?,
+            "cached-depth" => o.cached_depth = Some(args.number()?),
             "json" => o.json = true,
             "no-read-loop" => o.read_loop = false,
             "no-memory-loop" => o.memory_loop = false,
@@ -755,6 +762,15 @@ fn print_row(r: &Run) {
                     c("nowait_nanos") as f64 / 1e6,
                     c("thread_preads")
                 );
+                if c("cached_queued") > 0 {
+                    println!(
+                        "    Cached-read queue: queued={} by the helper thread={} by the stream={} (helper slept {} times)",
+                        c("cached_queued"),
+                        c("helper_reads"),
+                        c("helped_reads"),
+                        c("helper_sleeps")
+                    );
+                }
             } else {
                 let all: Vec<String> = e.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 println!("    Engine: {}", all.join(" "));
@@ -829,7 +845,10 @@ fn run(o: Opts) -> io::Result<()> {
         .copied()
         .find(|&rt| o.modes.contains(&Mode::Warm) && runs_on(rt, Mode::Warm));
     let memory_loop_rt = o.modes.contains(&Mode::Hot).then(|| o.runtimes[0]);
-    let options = Options::default().threads(o.threads).nowait(o.nowait);
+    let options = Options::default()
+        .threads(o.threads)
+        .nowait(o.nowait)
+        .cached_depth(o.cached_depth);
     for &rt in &o.runtimes {
         for &mode in &o.modes {
             if !runs_on(rt, mode) {
