@@ -83,6 +83,20 @@ pub(crate) fn dio_align(fd: RawFd) -> Option<(u32, u32)> {
 }
 
 /// `posix_fadvise(fd, offset, len, advice)`.
+/// Moves the calling thread to `SCHED_IDLE`: it then runs only on CPU time
+/// no normal thread wants.
+pub(crate) fn set_idle_priority() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid `sched_param` on our stack, read by the
+    // kernel during the call only; pid 0 names the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 pub(crate) fn fadvise(fd: RawFd, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
     let off = libc::off_t::try_from(offset).unwrap_or(libc::off_t::MAX);
     let len = libc::off_t::try_from(len).unwrap_or(libc::off_t::MAX);
