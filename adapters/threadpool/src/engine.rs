@@ -296,9 +296,10 @@ pub struct EngineStats {
     pub threads_started: u64,
     /// Cached reads queued for the helper thread (see the module docs).
     pub cached_queued: u64,
-    /// Of those, reads the helper thread did.
+    /// Of those, reads the helper thread did (counted once done).
     pub helper_reads: u64,
-    /// Of those, reads a stream did itself while it would have waited.
+    /// Of those, reads a stream did itself while it would have waited
+    /// (counted once done).
     pub helped_reads: u64,
     /// Times the helper thread went to sleep.
     pub helper_sleeps: u64,
@@ -905,10 +906,12 @@ fn helper(shared: Arc<Shared>) {
         if n >= 2 || (n == 1 && st.shutdown) || lone_due {
             let job = st.jobs.pop_back().expect("a queued job");
             drop(st);
-            shared.counters.helper_reads.fetch_add(1, Ordering::Relaxed);
             // As on the I/O threads, a panic drops (cancels) the request
             // and the helper goes on.
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run_cached(&shared, job)));
+            // Counted once done, so a count that matches the jobs queued
+            // means they have all been published.
+            shared.counters.helper_reads.fetch_add(1, Ordering::Relaxed);
             lone = None;
             st = lock_helper(&h.state);
             continue;
@@ -986,8 +989,8 @@ impl Shared {
         match job {
             None => false,
             Some(job) => {
-                self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
                 run_cached(self, job);
+                self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
                 true
             }
         }
