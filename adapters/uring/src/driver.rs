@@ -35,9 +35,10 @@
 //! reaped; nothing else removes it. When the driver is dropped with reads in
 //! flight, it asks the kernel to cancel each and waits for every CQE before
 //! dropping the ops (whose requests then return their frames to EMPTY and
-//! tell their streams the reads were cancelled). If that wait fails (it
-//! cannot, short of a kernel bug), the ops are leaked rather than freed
-//! under the kernel.
+//! tell their streams the reads were cancelled). If the kernel keeps
+//! refusing that wait (1000 failures in a row with no completion, signals
+//! not counted: a kernel bug), the ops are leaked rather than freed under
+//! the kernel.
 
 use crate::op::{Kind, ReadOp};
 use crate::UringFile;
@@ -227,8 +228,14 @@ pub(crate) struct Driver {
     /// only reaped there; a read started elsewhere would never complete).
     pub(crate) entered: Cell<bool>,
     pub(crate) signal: Arc<Signal>,
-    /// CQEs taken from the ring by `reap`, kept to reuse the allocation.
-    reaped: RefCell<Vec<(u64, i32, u32)>>,
+    /// Reads whose CQEs `reap` took, with their results (kept to reuse the
+    /// allocation).
+    reaped: RefCell<Vec<(ReadOp, i32)>>,
+    /// Whether the kernel takes a multishot poll (5.13+); else the eventfd
+    /// poll is one-shot, re-armed before each wait.
+    wake_multishot: Cell<bool>,
+    /// `IORING_SETUP_SQPOLL`: a kernel thread takes the submissions.
+    sqpoll: bool,
     counters: Counters,
 }
 
@@ -259,9 +266,11 @@ impl Driver {
             io::Error::new(
                 e.kind(),
                 format!(
-                    "io_uring is unavailable: io_uring_setup ({} entries{}) failed: {e} \
-                     (disabled by sysctl kernel.io_uring_disabled, blocked by a seccomp \
-                     filter, or a kernel without io_uring); use pagestream-threadpool instead",
+                    "io_uring_setup ({} entries{}) failed: {e} (the kernel refuses these \
+                     settings — too many entries, DEFER_TASKRUN with SQPOLL, a flag older \
+                     kernels lack — or io_uring is unavailable: disabled by sysctl \
+                     kernel.io_uring_disabled, blocked by a seccomp filter, or not in this \
+                     kernel; pagestream-threadpool works everywhere)",
                     cfg.entries,
                     if cfg.sqpoll_idle_ms.is_some() {
                         ", SQPOLL"
@@ -281,6 +290,8 @@ impl Driver {
             entered: Cell::new(false),
             signal: Arc::new(Signal::new()?),
             reaped: RefCell::new(Vec::new()),
+            wake_multishot: Cell::new(true),
+            sqpoll: cfg.sqpoll_idle_ms.is_some(),
             counters: Counters::default(),
         })
     }
@@ -346,11 +357,17 @@ impl Driver {
     ///
     /// Whatever `sqe` points to must stay valid until its CQE is reaped.
     unsafe fn push_sqe(&self, sqe: &squeue::Entry) -> io::Result<()> {
-        for _ in 0..2 {
+        for _ in 0..3 {
             let mut ring = self.ring.borrow_mut();
             // SAFETY: the caller keeps the SQE's memory valid until its CQE.
             if unsafe { ring.submission().push(sqe) }.is_ok() {
                 return Ok(());
+            }
+            if self.sqpoll {
+                // The kernel thread takes entries on its own: wait until it
+                // has made room (submit() would not wait for it).
+                let _ = ring.submitter().squeue_wait();
+                continue;
             }
             drop(ring);
             self.submit();
@@ -364,7 +381,7 @@ impl Driver {
     /// Hands the queued SQEs to the kernel. Errors are transient here
     /// (`EBUSY` while completions overflow, `EINTR`): the SQEs stay queued
     /// and go with the next submission or wait.
-    fn submit(&self) {
+    pub(crate) fn submit(&self) {
         if self.queued.get() == 0 && self.ring.borrow_mut().submission().is_empty() {
             return;
         }
@@ -376,46 +393,61 @@ impl Driver {
 
     /// Completes every read whose CQE is in, without a system call, and
     /// pushes their remainders. Returns how many CQEs it took.
+    ///
+    /// Two phases: first every CQE is taken and each read's op moved out of
+    /// the table, then the reads are completed. A panic while completing
+    /// one (a hook, a filter, a waker) thus never leaves a read in the table
+    /// whose CQE is gone (nothing would ever finish it, and `Drop` would
+    /// wait for it forever): on unwind the ops not yet completed are
+    /// dropped, which cancels their requests — safe, their CQEs are in.
     pub(crate) fn reap(&self) -> usize {
-        let mut reaped = std::mem::take(&mut *self.reaped.borrow_mut());
-        reaped.clear();
+        let mut done = std::mem::take(&mut *self.reaped.borrow_mut());
+        let mut n = 0;
         {
             let mut ring = self.ring.borrow_mut();
-            reaped.extend(
-                ring.completion()
-                    .map(|c| (c.user_data(), c.result(), c.flags())),
-            );
-        }
-        let n = reaped.len();
-        for &(key, res, flags) in &reaped {
-            match key {
-                WAKE_TOKEN => {
-                    self.signal.drain();
-                    Self::bump(&self.counters.remote_wakes, 1);
-                    if !io_uring::cqueue::more(flags) {
-                        self.wake_armed.set(false);
-                    }
-                }
-                CANCEL_TOKEN => {}
-                key => {
-                    let op = self.ops.borrow_mut().remove(key as usize);
-                    let Some(op) = op else { continue };
-                    // The CQE is in: the kernel is done with the op's memory.
-                    let file = op.file().clone();
-                    let (result, req) = op.finish(res);
-                    if let Ok(b) = &result {
-                        Self::bump(&self.counters.bytes, *b as u64);
-                    }
-                    // No borrow of the driver is held here: completing wakes
-                    // tasks and may run hooks of test wrappers.
-                    if let Some(rest) = req.complete(result) {
-                        self.push(&file, rest);
+            let mut ops = self.ops.borrow_mut();
+            for cqe in ring.completion() {
+                n += 1;
+                match cqe.user_data() {
+                    WAKE_TOKEN => self.wake_cqe(cqe.result(), cqe.flags()),
+                    CANCEL_TOKEN => {}
+                    key => {
+                        // The CQE is in: the kernel is done with the op's memory.
+                        if let Some(op) = ops.remove(key as usize) {
+                            done.push((op, cqe.result()));
+                        }
                     }
                 }
             }
         }
-        *self.reaped.borrow_mut() = reaped;
+        for (op, res) in done.drain(..) {
+            let file = op.file().clone();
+            let (result, req) = op.finish(res);
+            if let Ok(b) = &result {
+                Self::bump(&self.counters.bytes, *b as u64);
+            }
+            // No borrow of the driver is held here: completing wakes tasks
+            // and runs hooks.
+            if let Some(rest) = req.complete(result) {
+                self.push(&file, rest);
+            }
+        }
+        *self.reaped.borrow_mut() = done;
         n
+    }
+
+    /// The eventfd poll fired (`res` > 0), failed, or ended.
+    fn wake_cqe(&self, res: i32, flags: u32) {
+        if res >= 0 {
+            self.signal.drain();
+            Self::bump(&self.counters.remote_wakes, 1);
+        } else if res == -libc::EINVAL && self.wake_multishot.get() {
+            // A kernel before 5.13: no multishot poll; use one-shot polls.
+            self.wake_multishot.set(false);
+        }
+        if res < 0 || !io_uring::cqueue::more(flags) {
+            self.wake_armed.set(false);
+        }
     }
 
     /// Waits in the kernel until at least one CQE is in (a read's, or the
@@ -425,7 +457,7 @@ impl Driver {
         if !self.wake_armed.get() {
             let poll =
                 opcode::PollAdd::new(types::Fd(self.signal.efd.as_raw_fd()), libc::POLLIN as u32)
-                    .multi(true)
+                    .multi(self.wake_multishot.get())
                     .build()
                     .user_data(WAKE_TOKEN);
             // SAFETY: a poll SQE points to no memory; its descriptor is the
@@ -434,6 +466,13 @@ impl Driver {
             if unsafe { self.push_sqe(&poll) }.is_ok() {
                 self.wake_armed.set(true);
             }
+        }
+        if !self.wake_armed.get() && self.in_flight() == 0 {
+            // No read will end the wait and a wake-up from another thread
+            // could not reach the ring: do not block in the kernel.
+            self.submit();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            return;
         }
         Self::bump(&self.counters.waits, 1);
         // EINTR, or EBUSY while completions overflow: the caller reaps and
@@ -507,11 +546,16 @@ impl Drop for Driver {
         }
         // Every op stays until its CQE is in (not through `reap`, which
         // would complete the reads and push remainders).
-        let mut spins = 0;
+        // Failed waits in a row (EINTR does not count: a signal handler may
+        // interrupt us any number of times while reads are slow).
+        let mut failures = 0;
         while self.ops.get_mut().len > 0 {
             let r = self.ring.get_mut().submit_and_wait(1);
             let ring = self.ring.get_mut();
             let done: Vec<u64> = ring.completion().map(|c| c.user_data()).collect();
+            if !done.is_empty() {
+                failures = 0;
+            }
             for key in done {
                 if key != WAKE_TOKEN && key != CANCEL_TOKEN {
                     // The kernel is done with this op: dropping it drops the
@@ -520,15 +564,18 @@ impl Drop for Driver {
                     drop(self.ops.get_mut().remove(key as usize));
                 }
             }
-            if r.is_err() {
-                spins += 1;
-                if spins > 1000 {
-                    // The kernel will not tell us the reads are over: leak
-                    // them (frames stay "being read") rather than free memory
-                    // it may still write.
-                    std::mem::forget(std::mem::take(self.ops.get_mut()));
-                    return;
+            match r {
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                    failures += 1;
+                    if failures > 1000 {
+                        // The kernel keeps refusing to wait (a kernel bug):
+                        // leak the reads (frames stay "being read") rather
+                        // than free memory it may still write.
+                        std::mem::forget(std::mem::take(self.ops.get_mut()));
+                        return;
+                    }
                 }
+                _ => {}
             }
         }
     }

@@ -243,9 +243,12 @@ impl UringRuntime {
                 continue;
             }
             if d.signal.is_woken() {
-                // Woken, no completion in: with deferred task running the
-                // kernel posts completions only when asked, so ask (without
-                // waiting) before polling again.
+                // Woken, no completion in: hand queued reads to the kernel
+                // (with a submission batch above one they would otherwise
+                // wait for a `wait` that a self-waking future never
+                // reaches), and with deferred task running ask the kernel to
+                // post completions (without waiting) before polling again.
+                d.submit();
                 d.run_deferred();
                 continue;
             }
@@ -265,7 +268,11 @@ impl UringRuntime {
 ///
 /// A read started outside the runtime's [`block_on`](UringRuntime::block_on)
 /// (a stream polled by another executor) fails at once with an error saying
-/// so: nothing would ever reap it.
+/// so: nothing would ever reap it. Another executor *nested inside*
+/// `block_on` (`futures::executor::block_on(stream.next())` within the
+/// runtime's future) cannot be told apart from the runtime and hangs: its
+/// reads go to the ring, which only the outer `block_on` reaps. Await
+/// instead.
 #[derive(Clone)]
 pub struct UringEngine {
     driver: Rc<Driver>,
