@@ -15,7 +15,7 @@ cpu_idle_pct() { # idle share of all CPUs over 1 s
   echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
 }
 disk_kib() { # KiB read + written by whole disks so far
-  awk '{ if (system("test -e /sys/block/" $3) == 0 && $3 !~ /^(loop|ram|zram|dm-|md|sr)/) s += $6 + $10 } END { print int(s / 2) }' /proc/diskstats
+  awk '{ if (system("test -e /sys/block/" $3) == 0 && $3 !~ /^(loop|ram|zram|dm-|md|sr)/) s += $6 + $10 } END { printf "%.0f\n", s / 2 }' /proc/diskstats
 }
 quiet() {
   local busy="" idle d0 d1
