@@ -135,7 +135,8 @@ pub trait IoEngine {
     /// [`design`](crate::design)). An engine that copies cached reads on
     /// another thread in parallel with the consumer (and lets the consumer
     /// do queued ones itself, see [`help`](Self::help)) says how many it
-    /// wants queued so that thread always has one to take.
+    /// wants queued so that thread always has one to take. The stream
+    /// clamps the answer to `1..=`[`MAX_IOS`](crate::MAX_IOS).
     fn cached_read_depth(&self, file: &Self::File) -> usize {
         let _ = file;
         1
@@ -144,7 +145,10 @@ pub trait IoEngine {
     /// The stream polling on this thread is about to wait for one of its
     /// reads on `file`: an engine that queued reads for a thread of its own
     /// may perform one of them here instead, so the consumer never waits
-    /// for a thread that has not started yet. Returns whether it did any
+    /// for a thread that has not started yet. Only reads on `file` (the
+    /// stream's own, or other streams' reads of the same file it may be
+    /// waiting for) may be done here, never other files': their hooks and
+    /// filters would run inside this stream's poll. Returns whether it did any
     /// work (the stream then looks at its reads again before it waits).
     /// Must not block on the device. Default: does nothing.
     fn help(&self, file: &Self::File) -> bool {

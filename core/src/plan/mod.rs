@@ -161,7 +161,8 @@ pub(crate) struct PlanConfig {
     /// Start at distance `min(budget, combine)` (PostgreSQL's READ_STREAM_FULL).
     pub(crate) full: bool,
     /// Full-sized reads to keep in flight while reads are served from the
-    /// OS page cache (the engine's [`crate::IoEngine::cached_read_depth`], ≥ 1).
+    /// OS page cache (the engine's [`crate::IoEngine::cached_read_depth`];
+    /// `Planner::new` clamps it to `1..=MAX_IOS`).
     pub(crate) cached_depth: usize,
     /// Blocks per segment of a file stored in pieces (no read crosses a
     /// multiple of it); 0: one piece.
@@ -238,7 +239,11 @@ pub(crate) struct Planner<D> {
 }
 
 impl<D> Planner<D> {
-    pub(crate) fn new(cfg: PlanConfig) -> Self {
+    pub(crate) fn new(mut cfg: PlanConfig) -> Self {
+        // The engine's wish, whatever it returned: more reads in flight
+        // than `MAX_IOS` cannot be wanted (the distance is capped by the pin
+        // budget anyway), and the distance target below must not overflow.
+        cfg.cached_depth = cfg.cached_depth.clamp(1, crate::MAX_IOS);
         let distance = if cfg.full {
             cfg.budget.min(cfg.combine)
         } else {
@@ -701,7 +706,7 @@ impl<D> Planner<D> {
         if e.read_head {
             let cap = self.cap();
             self.distance = if e.cached {
-                let c = self.eff_combine() * self.cfg.cached_depth;
+                let c = self.eff_combine().saturating_mul(self.cfg.cached_depth);
                 if self.distance > c {
                     self.distance - 1
                 } else {

@@ -612,3 +612,40 @@ fn warm_scan_keeps_cached_depth_reads_in_flight() {
         assert!(short <= 6, "depth {depth}: {short} short reads");
     }
 }
+
+/// An engine may ask for any `cached_read_depth`: a huge one (which used to
+/// overflow the distance target) is clamped, and a warm scan reads every
+/// block, with the distance held by the pin budget.
+#[test]
+fn huge_cached_depth_is_clamped_and_scans() {
+    let combine = 16;
+    for depth in [usize::MAX, 1 << 60, crate::MAX_IOS + 1] {
+        let n = 2000u64;
+        let seq: Vec<u64> = (0..n).collect();
+        let mut sim = Sim::new(&seq, n, &[], 10_000, combine);
+        let mut c = cfg(16, combine, true, false);
+        let budget = c.budget;
+        c.cached_depth = depth;
+        let mut p: Planner<usize> = Planner::new(c);
+        let mut out = 0u64;
+        loop {
+            match p.prepare_head(&mut sim) {
+                Head::Ready => {
+                    let e = p.pop(&mut sim);
+                    assert_eq!(e.block, out, "depth {depth}");
+                    sim.unpin(e.frame);
+                    assert!(p.distance() >= 1 && p.distance() <= budget, "depth {depth}");
+                    out += 1;
+                }
+                Head::WaitRead | Head::WaitFrame(_) => {
+                    let (slot, _) = sim.complete(0, true);
+                    p.read_done(slot, Ok(true));
+                    p.look_ahead(&mut sim);
+                }
+                Head::End => break,
+                Head::Exhausted => unreachable!(),
+            }
+        }
+        assert_eq!(out, n, "depth {depth}");
+    }
+}
