@@ -40,7 +40,10 @@
 //! with every read inline); at `SCHED_IDLE` it does almost nothing there
 //! (0.77–0.85x) and on an idle CPU as much as before. The price is that a
 //! helper preempted in the middle of a copy can make its stream wait for
-//! it (a few waits of about a millisecond in some runs).
+//! it (a few waits of about a millisecond in some runs). It takes the
+//! process's CPU affinity when it starts, not that of the consumer whose
+//! read started it (a consumer pinned to one CPU would otherwise pin its
+//! helper beside it).
 //!
 //! [`cached_depth`]: ThreadPoolBuilder::cached_depth
 //!
@@ -180,7 +183,11 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// Name prefix of the I/O threads (default `"pagestream-io"`).
+    /// Name prefix of the engine's threads (default `"ps-io"`): the I/O
+    /// threads are `PREFIX-0`, `PREFIX-1`, …, the AIO reaper `PREFIX-aio`
+    /// and the cached-read helper `PREFIX-cached`. Linux keeps the first
+    /// 15 bytes of a thread's name (`comm`), so a prefix of up to 8 bytes
+    /// shows whole.
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
@@ -427,7 +434,7 @@ impl ThreadPoolEngine {
             cached_depth: default_cached_depth(),
             aio: true,
             blocking_inline: false,
-            name: "pagestream-io".into(),
+            name: "ps-io".into(),
         }
     }
 
@@ -895,6 +902,12 @@ fn helper(shared: Arc<Shared>) {
     // loop to 0.54–0.96x with a normal-priority helper, 0.77–0.85x with
     // this). Where the kernel refuses, it runs at normal priority.
     let _ = sys::set_idle_priority();
+    // A thread inherits its creator's CPU affinity, and the helper is
+    // created by whichever stream first queues a read: a consumer pinned
+    // to one CPU would pin the helper to that same CPU, where it could
+    // never run beside it. Use the process's mask instead (errors, such as
+    // more CPUs than a `cpu_set_t` holds, leave the inherited one).
+    let _ = sys::set_process_affinity();
     let h = &shared.helper;
     let mut st = lock_helper(&h.state);
     // The lone job we left, as `(pushed, deadline)`.

@@ -82,7 +82,6 @@ pub(crate) fn dio_align(fd: RawFd) -> Option<(u32, u32)> {
         .then_some((stx.stx_dio_offset_align, stx.stx_dio_mem_align.max(1)))
 }
 
-/// `posix_fadvise(fd, offset, len, advice)`.
 /// Moves the calling thread to `SCHED_IDLE`: it then runs only on CPU time
 /// no normal thread wants.
 pub(crate) fn set_idle_priority() -> io::Result<()> {
@@ -97,6 +96,38 @@ pub(crate) fn set_idle_priority() -> io::Result<()> {
     }
 }
 
+/// Gives the calling thread the CPU affinity of the process's main thread
+/// (the mask `sched_getaffinity(getpid())` reports), instead of the one it
+/// inherited from the thread that created it. Fails (harmlessly) if the
+/// mask does not fit in a `cpu_set_t` (more than 1024 CPUs).
+pub(crate) fn set_process_affinity() -> io::Result<()> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // `cpu_set_t` is a plain bit array: all zeroes is a valid (empty) set.
+    let mut set = std::mem::MaybeUninit::<libc::cpu_set_t>::zeroed();
+    // SAFETY: `set` points to `size` writable bytes (one zeroed
+    // `cpu_set_t`), which is the length passed; the kernel writes at most
+    // that many bytes and reads nothing from it. `getpid` has no
+    // preconditions.
+    let r = unsafe { libc::sched_getaffinity(libc::getpid(), size, set.as_mut_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `set` was zero-initialised (a valid `cpu_set_t`) and then
+    // possibly overwritten by the kernel with mask bits; every bit pattern
+    // is a valid `cpu_set_t`.
+    let set = unsafe { set.assume_init() };
+    // SAFETY: `&set` points to one initialised `cpu_set_t` of `size`
+    // bytes, only read by the kernel during the call; pid 0 names the
+    // calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, size, &set) };
+    if r != 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `posix_fadvise(fd, offset, len, advice)`.
 pub(crate) fn fadvise(fd: RawFd, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
     let off = libc::off_t::try_from(offset).unwrap_or(libc::off_t::MAX);
     let len = libc::off_t::try_from(len).unwrap_or(libc::off_t::MAX);

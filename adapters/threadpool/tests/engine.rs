@@ -591,3 +591,86 @@ fn a_queued_read_completes_without_its_stream_being_polled() {
     });
     assert_eq!(rest as u64, n - next);
 }
+
+/// `Cpus_allowed_list` of a `/proc/.../status` file.
+fn cpus_allowed(status: &std::path::Path) -> String {
+    std::fs::read_to_string(status)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list")
+        .trim()
+        .to_owned()
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin_to(cpu: usize) {
+    // SAFETY: an all-zero `cpu_set_t` is a valid empty set (a plain bit
+    // array).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    assert!(
+        cpu < libc::CPU_SETSIZE as usize,
+        "CPU {cpu} beyond a cpu_set_t"
+    );
+    // SAFETY: `set` is a valid `cpu_set_t` and `cpu` is below
+    // `CPU_SETSIZE`, so the bit it sets is inside it.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `&set` is a valid `cpu_set_t` of the size passed, only read
+    // during the call; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    assert_eq!(r, 0, "sched_setaffinity: {}", io::Error::last_os_error());
+}
+
+#[test]
+fn the_helper_has_a_whole_name_and_the_process_affinity() {
+    let process = cpus_allowed("/proc/self/status".as_ref());
+    // "0-3" or "0,2,5-7": the first allowed CPU.
+    let first: usize = process
+        .split([',', '-'])
+        .next()
+        .and_then(|c| c.parse().ok())
+        .expect("a CPU number");
+    if process == first.to_string() {
+        eprintln!("one CPU allowed ({process}): nothing to check");
+        return;
+    }
+    let n = 512;
+    let f = stamped("warm-helper-affinity", 16, n);
+    warm_up(f.path());
+    let engine = ThreadPoolEngine::builder()
+        .cached_depth(6)
+        .thread_name("tp-aff")
+        .build();
+    // The consumer that starts the helper is pinned to one CPU.
+    let (e2, path) = (engine.clone(), f.path().to_owned());
+    std::thread::spawn(move || {
+        pin_to(first);
+        scan_verify(&e2, ThreadPoolFile::open(path).unwrap(), 16, n);
+    })
+    .join()
+    .unwrap();
+    assert!(engine.stats().cached_queued > 0, "no helper started");
+    // The helper lives as long as the engine; its name fits in `comm`.
+    let helper = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|t| t.unwrap().path())
+        .find(|t| {
+            std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end() == "tp-aff-cached")
+        })
+        .expect("a thread named tp-aff-cached");
+    // It sets its affinity once it runs: wait for that, without a time
+    // limit the test relies on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let mask = cpus_allowed(&helper.join("status"));
+        if mask == process {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "helper allowed on {mask}, the process on {process}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(engine);
+}
