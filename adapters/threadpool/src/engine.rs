@@ -19,8 +19,9 @@
 //!   ([`IoEngine::cached_read_depth`]), so the queue holds several.
 //! - The helper takes the **newest** queued read while at least two are
 //!   queued; the oldest is the one its stream wants first. A stream about
-//!   to wait for a read does the **oldest** queued read itself
-//!   ([`IoEngine::help`]), so it is never left waiting for a queued read
+//!   to wait for a read does the **oldest** queued read of its file itself
+//!   ([`IoEngine::help`]; never another file's, whose hooks would then
+//!   run in its poll), so it is never left waiting for a queued read
 //!   and rarely for one the helper is copying. A lone read the helper
 //!   leaves for a millisecond it takes anyway, so a read whose stream is
 //!   not polled still completes. The helper sleeps when it has nothing to
@@ -44,6 +45,19 @@
 //! process's CPU affinity when it starts, not that of the consumer whose
 //! read started it (a consumer pinned to one CPU would otherwise pin its
 //! helper beside it).
+//!
+//! **Known limitation: priority inversion under CPU contention.** A
+//! `SCHED_IDLE` thread gets a tiny share of a busy CPU (weight 3 against
+//! 1024 for a normal thread), so a helper preempted at the wrong moment
+//! can hold up a normal-priority consumer for much longer than its copy
+//! takes. Queueing a read never waits for the queue's lock: if it is
+//! taken, the read is done inline instead
+//! ([`EngineStats::cached_contended`]). Two waits remain: a stream about
+//! to wait takes that lock to look for reads of its file (the helper holds
+//! it only to pop a read or go to sleep, but may be preempted while it
+//! does), and a read the helper has taken completes only when the helper
+//! next runs. Neither is bounded while every CPU is busy with normal
+//! threads; `cached_depth` 0 avoids both.
 //!
 //! [`cached_depth`]: ThreadPoolBuilder::cached_depth
 //!
@@ -87,7 +101,7 @@ use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Default number of I/O threads: enough for a stream's default `max_ios`
@@ -176,10 +190,11 @@ impl ThreadPoolBuilder {
 
     /// Cached reads in flight per stream with the cached-read helper (see
     /// the [module docs](self)); 0 or 1 turns the helper off and reads
-    /// every cached read inline. Default [`DEFAULT_CACHED_DEPTH`] on a
-    /// machine with more than one CPU, else 0.
+    /// every cached read inline. At most [`MAX_IOS`](pagestream::MAX_IOS)
+    /// (a larger value is taken as that). Default [`DEFAULT_CACHED_DEPTH`]
+    /// on a machine with more than one CPU, else 0.
     pub fn cached_depth(mut self, reads: usize) -> Self {
-        self.cached_depth = reads;
+        self.cached_depth = reads.min(pagestream::MAX_IOS);
         self
     }
 
@@ -310,6 +325,9 @@ pub struct EngineStats {
     pub helped_reads: u64,
     /// Times the helper thread went to sleep.
     pub helper_sleeps: u64,
+    /// Cached reads read inline instead of queued because the queue's lock
+    /// was held at that moment (not counted in `cached_queued`).
+    pub cached_contended: u64,
 }
 
 #[derive(Default)]
@@ -329,6 +347,7 @@ struct Counters {
     helper_reads: AtomicU64,
     helped_reads: AtomicU64,
     helper_sleeps: AtomicU64,
+    cached_contended: AtomicU64,
 }
 
 /// Dropped when the last engine clone goes: tells the threads to exit.
@@ -475,6 +494,7 @@ impl ThreadPoolEngine {
             helper_reads: l(&c.helper_reads),
             helped_reads: l(&c.helped_reads),
             helper_sleeps: l(&c.helper_sleeps),
+            cached_contended: l(&c.cached_contended),
         }
     }
 }
@@ -961,11 +981,24 @@ fn helper(shared: Arc<Shared>) {
 
 impl Shared {
     /// Queues a read the page cache most likely holds, for the helper
-    /// thread or the stream itself (see the module docs).
-    fn queue_cached(self: &Arc<Self>, job: Job) {
-        self.counters.cached_queued.fetch_add(1, Ordering::Relaxed);
+    /// thread or the stream itself (see the module docs). Returns the job
+    /// back, unqueued, if the queue's lock is held (by the helper, perhaps
+    /// preempted at `SCHED_IDLE`, or another stream): the caller then reads
+    /// it inline rather than wait for the lock.
+    fn queue_cached(self: &Arc<Self>, job: Job) -> Option<Job> {
         let h = &self.helper;
-        let mut st = lock_helper(&h.state);
+        let mut st = match h.state.try_lock() {
+            Ok(st) => st,
+            // As in `lock_helper`: poisoning is moot.
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.counters
+                    .cached_contended
+                    .fetch_add(1, Ordering::Relaxed);
+                return Some(job);
+            }
+        };
+        self.counters.cached_queued.fetch_add(1, Ordering::Relaxed);
         st.jobs.push_back(job);
         st.pushed += 1;
         if !st.started {
@@ -979,7 +1012,9 @@ impl Shared {
                 let job = st.jobs.pop_back().expect("the job just queued");
                 drop(st);
                 run_cached(self, job);
-                return;
+                // Counted as helped, so that `cached_queued` still adds up.
+                self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
+                return None;
             }
             st.started = true;
         } else if match st.sleeping {
@@ -994,19 +1029,33 @@ impl Shared {
             st.sleeping = Sleep::No;
             h.cond.notify_one();
         }
+        None
     }
 
-    /// Does the oldest queued cached read on this thread, if there is one.
-    fn help(self: &Arc<Self>) -> bool {
-        let job = lock_helper(&self.helper.state).jobs.pop_front();
-        match job {
-            None => false,
-            Some(job) => {
-                run_cached(self, job);
-                self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-        }
+    /// Does the oldest queued cached read of `file` on this thread, if
+    /// there is one. Reads of other files are left alone: their streams'
+    /// filters and hooks do not run inside this stream's poll. "Of `file`"
+    /// means the same file as the pool sees it (the same [`FileId`]), so a
+    /// stream waiting for a frame another stream of the same file is
+    /// reading, through another handle, can do that read too.
+    ///
+    /// [`FileId`]: pagestream::FileId
+    fn help(self: &Arc<Self>, file: &FileInner) -> bool {
+        let job = {
+            let mut st = lock_helper(&self.helper.state);
+            let i = st.jobs.iter().position(|j| j.file.id() == file.id());
+            i.and_then(|i| st.jobs.remove(i))
+        };
+        let Some(job) = job else {
+            return false;
+        };
+        // As on the I/O threads and the helper, a panic in the request's
+        // filters or hooks is caught here: it does not unwind through this
+        // stream's poll (the request may be another stream's). A filter's
+        // panic drops the request, which cancels it.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run_cached(self, job)));
+        self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
+        true
     }
 }
 
@@ -1029,12 +1078,15 @@ impl IoEngine for ThreadPoolEngine {
         });
         if !inner.direct && shared.nowait.load(Ordering::Relaxed) {
             if shared.cached_depth > 0 && inner.warm.load(Ordering::Relaxed) {
-                shared.queue_cached(Job {
+                match shared.queue_cached(Job {
                     file: Arc::clone(inner),
                     req,
                     primed,
-                });
-                return;
+                }) {
+                    None => return,
+                    // The queue was busy: read inline, as without a helper.
+                    Some(job) => req = job.req,
+                }
             }
             match read_nowait(shared, inner, req) {
                 None => return,
@@ -1066,9 +1118,9 @@ impl IoEngine for ThreadPoolEngine {
         }
     }
 
-    fn help(&self, _file: &ThreadPoolFile) -> bool {
+    fn help(&self, file: &ThreadPoolFile) -> bool {
         let shared = &self.handle.shared;
-        shared.cached_depth > 0 && shared.help()
+        shared.cached_depth > 0 && shared.help(&file.inner)
     }
 
     fn advice_useful(&self, file: &ThreadPoolFile) -> bool {
@@ -1093,5 +1145,229 @@ impl IoEngine for ThreadPoolEngine {
 
     fn name(&self) -> &'static str {
         "threadpool"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+    use futures::StreamExt;
+    use pagestream::testing::{stamp, StampedFile};
+    use pagestream::{source, BufferPool, EngineFile, FileId, ReadFilter, ReadStream};
+    use std::io::Read;
+
+    const BS: usize = 8192;
+
+    fn warm(f: &StampedFile) {
+        let mut buf = Vec::new();
+        std::fs::File::open(f.path())
+            .unwrap()
+            .read_to_end(&mut buf)
+            .unwrap();
+    }
+
+    /// An engine whose cached-read helper never starts (it is marked
+    /// started): queued reads stay queued until a stream helps.
+    fn engine_without_helper() -> ThreadPoolEngine {
+        let e = ThreadPoolEngine::builder().cached_depth(6).build();
+        lock_helper(&e.handle.shared.helper.state).started = true;
+        e
+    }
+
+    /// The files of the queued cached reads, oldest first.
+    fn queued(e: &ThreadPoolEngine) -> Vec<FileId> {
+        let st = lock_helper(&e.handle.shared.helper.state);
+        st.jobs.iter().map(|j| j.file.id()).collect()
+    }
+
+    fn count(q: &[FileId], id: FileId) -> usize {
+        q.iter().filter(|&&i| i == id).count()
+    }
+
+    /// Takes pages from `s` (checking them) until one of its reads is queued.
+    fn until_queued<E: IoEngine>(
+        s: &mut ReadStream<E, source::Forward>,
+        engine: &ThreadPoolEngine,
+        id: FileId,
+        seed: u64,
+    ) -> u64 {
+        let mut next = 0;
+        block_on(async {
+            while count(&queued(engine), id) == 0 {
+                let page = s.next().await.expect("a page").expect("ok");
+                assert!(stamp::check(seed, page.block(), &page));
+                next = page.block() + 1;
+            }
+        });
+        next
+    }
+
+    fn finish<E: IoEngine>(
+        s: &mut ReadStream<E, source::Forward>,
+        seed: u64,
+        mut next: u64,
+        n: u64,
+    ) {
+        block_on(async {
+            while let Some(page) = s.next().await {
+                let page = page.expect("page");
+                assert_eq!(page.block(), next);
+                assert!(stamp::check(seed, next, &page), "block {next}");
+                next += 1;
+            }
+        });
+        assert_eq!(next, n);
+    }
+
+    #[test]
+    fn help_does_only_reads_of_its_own_file() {
+        let n = 512;
+        let (fa, fb) = (
+            StampedFile::with_seed("help-a", 21, n, BS),
+            StampedFile::with_seed("help-b", 22, n, BS),
+        );
+        warm(&fa);
+        warm(&fb);
+        let engine = engine_without_helper();
+        let pool = BufferPool::new(1024, BS).unwrap();
+        let a = ThreadPoolFile::open(fa.path()).unwrap();
+        let b = ThreadPoolFile::open(fb.path()).unwrap();
+        let (ida, idb) = (a.id(), b.id());
+        assert_ne!(ida, idb);
+        let mut sa = ReadStream::builder(&pool, engine.clone(), a.clone())
+            .build(source::forward(0..n))
+            .unwrap();
+        let mut sb = ReadStream::builder(&pool, engine.clone(), b.clone())
+            .build(source::forward(0..n))
+            .unwrap();
+        let na = until_queued(&mut sa, &engine, ida, 21);
+        // Only `a`'s reads are queued: helping `b` does nothing.
+        let q = queued(&engine);
+        assert!(count(&q, ida) > 0 && count(&q, idb) == 0, "{q:?}");
+        assert!(!engine.help(&b));
+        assert_eq!(queued(&engine), q);
+        // With both queued (`a`'s oldest), helping `b` does `b`'s oldest.
+        let nb = until_queued(&mut sb, &engine, idb, 22);
+        let q = queued(&engine);
+        assert_eq!(q[0], ida, "{q:?}");
+        assert!(engine.help(&b));
+        let q2 = queued(&engine);
+        assert_eq!(count(&q2, ida), count(&q, ida), "{q:?} -> {q2:?}");
+        assert_eq!(count(&q2, idb) + 1, count(&q, idb), "{q:?} -> {q2:?}");
+        // Another handle of the same file is the same file.
+        let a2 = ThreadPoolFile::open(fa.path()).unwrap();
+        assert!(engine.help(&a2));
+        assert_eq!(count(&queued(&engine), ida) + 1, count(&q, ida));
+        finish(&mut sa, 21, na, n);
+        finish(&mut sb, 22, nb, n);
+        let es = engine.stats();
+        assert_eq!(es.helper_reads, 0, "{es:?}");
+        assert_eq!(es.cached_queued, es.helped_reads, "{es:?}");
+    }
+
+    /// Panics once, in the result filter of a read past block 64.
+    struct PanicOnce(AtomicBool);
+
+    impl ReadFilter for PanicOnce {
+        fn filter(&self, req: &ReadRequest, r: io::Result<usize>) -> io::Result<usize> {
+            if req.first_block() >= 64 && !self.0.swap(true, Ordering::SeqCst) {
+                panic!("injected panic in a helped read (expected by the test)");
+            }
+            r
+        }
+    }
+
+    #[derive(Clone)]
+    struct Panicky(ThreadPoolEngine, Arc<PanicOnce>);
+
+    impl IoEngine for Panicky {
+        type File = ThreadPoolFile;
+        fn start_read(&self, file: &ThreadPoolFile, mut req: ReadRequest) {
+            req.add_filter(Arc::clone(&self.1) as Arc<dyn ReadFilter>);
+            self.0.start_read(file, req);
+        }
+        fn cached_read_depth(&self, file: &ThreadPoolFile) -> usize {
+            self.0.cached_read_depth(file)
+        }
+        fn help(&self, file: &ThreadPoolFile) -> bool {
+            self.0.help(file)
+        }
+        fn name(&self) -> &'static str {
+            "panicky"
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_helped_read_cancels_it_without_unwinding_into_the_stream() {
+        let n = 512;
+        let f = StampedFile::with_seed("help-panic", 23, n, BS);
+        warm(&f);
+        // No helper thread: every queued read is done by the stream's help.
+        let inner = engine_without_helper();
+        let once = Arc::new(PanicOnce(AtomicBool::new(false)));
+        let engine = Panicky(inner.clone(), Arc::clone(&once));
+        let pool = BufferPool::new(1024, BS).unwrap();
+        let file = ThreadPoolFile::open(f.path()).unwrap();
+        let mut s = ReadStream::builder(&pool, engine, file)
+            .build(source::forward(0..n))
+            .unwrap();
+        finish(&mut s, 23, 0, n);
+        let st = block_on(s.close());
+        assert!(once.0.load(Ordering::SeqCst), "no panic injected");
+        assert!(st.retries > 0, "cancelled read not retried: {st}");
+        let es = inner.stats();
+        assert!(es.helped_reads > 0, "{es:?}");
+        assert_eq!(es.helper_reads, 0, "{es:?}");
+    }
+
+    /// Queues cached reads like the engine it wraps, but never helps (the
+    /// stream's `help` takes the queue's lock, which the test holds).
+    #[derive(Clone)]
+    struct NoHelp(ThreadPoolEngine);
+
+    impl IoEngine for NoHelp {
+        type File = ThreadPoolFile;
+        fn start_read(&self, file: &ThreadPoolFile, req: ReadRequest) {
+            self.0.start_read(file, req);
+        }
+        fn cached_read_depth(&self, file: &ThreadPoolFile) -> usize {
+            self.0.cached_read_depth(file)
+        }
+        fn name(&self) -> &'static str {
+            "nohelp"
+        }
+    }
+
+    #[test]
+    fn a_busy_queue_lock_sends_cached_reads_inline() {
+        let n = 256;
+        let f = StampedFile::with_seed("help-busy", 24, n, BS);
+        warm(&f);
+        let engine = engine_without_helper();
+        // Hold the queue's lock (as a preempted helper might) for the whole
+        // scan: every read is done inline instead of waiting for it.
+        let guard = lock_helper(&engine.handle.shared.helper.state);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (e2, path) = (NoHelp(engine.clone()), f.path().to_owned());
+        let scan = std::thread::spawn(move || {
+            let pool = BufferPool::new(1024, BS).unwrap();
+            let file = ThreadPoolFile::open(path).unwrap();
+            let mut s = ReadStream::builder(&pool, e2, file)
+                .build(source::forward(0..n))
+                .unwrap();
+            finish(&mut s, 24, 0, n);
+            let st = block_on(s.close());
+            tx.send(st).unwrap();
+        });
+        let st = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the scan waited for the queue's lock");
+        drop(guard);
+        scan.join().unwrap();
+        let es = engine.stats();
+        assert_eq!(es.cached_queued, 0, "{es:?}");
+        assert!(es.cached_contended > 0, "{es:?}");
+        assert_eq!(es.nowait_full, st.reads, "{es:?} {st}");
     }
 }

@@ -90,6 +90,10 @@ impl FileInner {
     pub(crate) fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
+
+    pub(crate) fn id(&self) -> FileId {
+        self.id
+    }
 }
 
 impl ThreadPoolFile {
@@ -215,7 +219,7 @@ impl AsRawFd for ThreadPoolFile {
 
 impl EngineFile for ThreadPoolFile {
     fn id(&self) -> FileId {
-        self.inner.id
+        self.inner.id()
     }
 
     fn byte_len(&self) -> io::Result<u64> {

@@ -674,3 +674,17 @@ fn the_helper_has_a_whole_name_and_the_process_affinity() {
     }
     drop(engine);
 }
+
+#[test]
+fn a_huge_cached_depth_is_clamped_and_scans() {
+    let n = 1024;
+    let f = stamped("warm-huge-depth", 15, n);
+    warm_up(f.path());
+    for depth in [usize::MAX, 1 << 60] {
+        let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
+        let file = ThreadPoolFile::open(f.path()).unwrap();
+        assert_eq!(engine.cached_read_depth(&file), pagestream::MAX_IOS);
+        let st = scan_verify(&engine, file, 15, n);
+        assert_eq!(st.blocks_read, n, "depth {depth}: {st}");
+    }
+}
