@@ -439,15 +439,26 @@ impl ReadRequest {
         let result = result.map(|()| self.cached);
         // Hooks first: what they record (a wrapper's reads in flight, the
         // latency achieved) is then up to date when the woken stream looks.
-        for h in self.hooks.drain(..) {
-            h(outcome);
-        }
+        // A hook that panics must not keep the stream from hearing that the
+        // read is over (its read slot would never be released, and the
+        // stream, or its `close`, would wait forever): the panic is caught
+        // and resumed once the stream is told.
+        let hooks = std::mem::take(&mut self.hooks);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for h in hooks {
+                h(outcome);
+            }
+        }))
+        .err();
         // The frame list goes back to the stream for its next read (one
         // allocation per read saved); this request is done with it.
         let frames = std::mem::take(&mut self.frames);
         self.done = 0;
         self.skip = 0;
         self.stream.read_finished(self.slot, result, frames);
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
+        }
     }
 }
 

@@ -688,3 +688,68 @@ fn a_huge_cached_depth_is_clamped_and_scans() {
         assert_eq!(st.blocks_read, n, "depth {depth}: {st}");
     }
 }
+
+/// Starts reads through the thread pool with a finish hook that panics on
+/// the `k`th read (the hook then runs, and panics, on an I/O thread).
+#[derive(Clone)]
+struct PanicOnRead {
+    inner: ThreadPoolEngine,
+    k: usize,
+    started: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl IoEngine for PanicOnRead {
+    type File = ThreadPoolFile;
+
+    fn start_read(&self, file: &ThreadPoolFile, mut req: pagestream::ReadRequest) {
+        let i = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if i == self.k {
+            req.on_finish(|_| panic!("hook panics on purpose"));
+        }
+        self.inner.start_read(file, req);
+    }
+
+    fn name(&self) -> &'static str {
+        "panic-on-read"
+    }
+}
+
+/// A finish hook that panics on an I/O thread still lets the stream hear
+/// that its read is over (the core tells the stream before resuming the
+/// panic): the scan gets every page and `close` returns, nothing pinned.
+#[test]
+fn panicking_finish_hook_does_not_hang_the_stream() {
+    let n = 256;
+    let tmp = StampedFile::new("panic-hook", n, 8192);
+    let file =
+        ThreadPoolFile::open_with(tmp.path(), OpenOptions::new().direct(true).block_size(8192))
+            .expect("open");
+    let seed = tmp.seed();
+    tmp.remove();
+    let engine = PanicOnRead {
+        // No AIO, no inline reads: every read completes on an I/O thread.
+        inner: ThreadPoolEngine::builder().aio(false).build(),
+        k: 2,
+        started: Default::default(),
+    };
+    let pool = BufferPool::new(512, 8192).expect("pool");
+    block_on(async {
+        let mut s = ReadStream::builder(&pool, engine, file)
+            .max_ios(4)
+            .io_combine_limit(4)
+            .build(source::forward(0..n))
+            .expect("build");
+        let mut i = 0;
+        while let Some(page) = s.next().await {
+            let page = page.unwrap_or_else(|e| panic!("block {i}: {e}"));
+            assert!(stamp::check(seed, i, &page), "block {i}");
+            i += 1;
+        }
+        assert_eq!(i, n);
+        s.close().await;
+    });
+    let ps = pool.stats();
+    assert_eq!((ps.pinned, ps.reading), (0, 0), "{ps}");
+}
