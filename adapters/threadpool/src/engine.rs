@@ -189,8 +189,8 @@ impl ThreadPoolBuilder {
     }
 
     /// Cached reads in flight per stream with the cached-read helper (see
-    /// the [module docs](self)); 0 or 1 turns the helper off and reads
-    /// every cached read inline. At most [`MAX_IOS`](pagestream::MAX_IOS)
+    /// the comment at the top of `src/engine.rs`); 0 or 1 turns the helper
+    /// off and reads every cached read inline. At most [`MAX_IOS`](pagestream::MAX_IOS)
     /// (a larger value is taken as that). Default [`DEFAULT_CACHED_DEPTH`]
     /// on a machine with more than one CPU, else 0.
     pub fn cached_depth(mut self, reads: usize) -> Self {
@@ -259,7 +259,7 @@ impl ThreadPoolBuilder {
 /// the calling thread and is reported as served from cache; what the cache
 /// does not hold goes to the I/O threads. Once a file's reads are found
 /// cached, its next reads are shared between the calling thread and a
-/// helper thread instead (see the [module docs](self)).
+/// helper thread instead (see the comment at the top of `src/engine.rs`).
 ///
 /// ```no_run
 /// use futures::{executor::block_on, StreamExt};
