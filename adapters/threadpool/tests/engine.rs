@@ -7,7 +7,7 @@ use common::evict;
 use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::testing::files::temp_path;
-use pagestream::testing::{stamp, StampedFile};
+use pagestream::testing::{stamp, PanicOnFinish, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream, StreamStats};
 use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::io::{self, Read};
@@ -689,33 +689,6 @@ fn a_huge_cached_depth_is_clamped_and_scans() {
     }
 }
 
-/// Starts reads through the thread pool with a finish hook that panics on
-/// the `k`th read (the hook then runs, and panics, on an I/O thread).
-#[derive(Clone)]
-struct PanicOnRead {
-    inner: ThreadPoolEngine,
-    k: usize,
-    started: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl IoEngine for PanicOnRead {
-    type File = ThreadPoolFile;
-
-    fn start_read(&self, file: &ThreadPoolFile, mut req: pagestream::ReadRequest) {
-        let i = self
-            .started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if i == self.k {
-            req.on_finish(|_| panic!("hook panics on purpose"));
-        }
-        self.inner.start_read(file, req);
-    }
-
-    fn name(&self) -> &'static str {
-        "panic-on-read"
-    }
-}
-
 /// A finish hook that panics on an I/O thread still lets the stream hear
 /// that its read is over (the core tells the stream before resuming the
 /// panic): the scan gets every page and `close` returns, nothing pinned.
@@ -728,12 +701,8 @@ fn panicking_finish_hook_does_not_hang_the_stream() {
             .expect("open");
     let seed = tmp.seed();
     tmp.remove();
-    let engine = PanicOnRead {
-        // No AIO, no inline reads: every read completes on an I/O thread.
-        inner: ThreadPoolEngine::builder().aio(false).build(),
-        k: 2,
-        started: Default::default(),
-    };
+    // No AIO, no inline reads: every read completes on an I/O thread.
+    let engine = PanicOnFinish::new(ThreadPoolEngine::builder().aio(false).build(), 2);
     let pool = BufferPool::new(512, 8192).expect("pool");
     block_on(async {
         let mut s = ReadStream::builder(&pool, engine, file)

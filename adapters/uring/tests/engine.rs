@@ -10,7 +10,7 @@ mod common;
 
 use common::{runtime_or_skip, runtime_or_skip_with, stamped};
 use futures::StreamExt;
-use pagestream::testing::stamp;
+use pagestream::testing::{stamp, PanicOnFinish};
 use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
 use pagestream_uring::UringRuntime;
 use std::future::Future;
@@ -304,32 +304,6 @@ fn self_waking_future_does_not_starve_its_reads() {
     }
 }
 
-/// Starts reads through the uring engine with a finish hook that panics on
-/// the `k`th read: the panic then happens inside the runtime's reaping.
-#[derive(Clone)]
-struct PanicOnRead {
-    inner: pagestream_uring::UringEngine,
-    k: usize,
-    started: std::rc::Rc<std::cell::Cell<usize>>,
-}
-
-impl pagestream::IoEngine for PanicOnRead {
-    type File = pagestream_uring::UringFile;
-
-    fn start_read(&self, file: &Self::File, mut req: pagestream::ReadRequest) {
-        let i = self.started.get();
-        self.started.set(i + 1);
-        if i == self.k {
-            req.on_finish(|_| panic!("hook panics on purpose"));
-        }
-        self.inner.start_read(file, req);
-    }
-
-    fn name(&self) -> &'static str {
-        "panic-on-read"
-    }
-}
-
 /// A hook that panics while the runtime completes a batch of reads: the
 /// panic reaches the caller of `block_on`, and the reads reaped with it are
 /// not lost — dropping the runtime finishes (no hang), nothing is left
@@ -344,11 +318,7 @@ fn panic_while_completing_loses_no_read() {
         let (file, seed) = stamped(n, BS, true);
         let pool = BufferPool::new(1024, BS).expect("pool");
         let rt = UringRuntime::new().expect("runtime");
-        let engine = PanicOnRead {
-            inner: rt.engine(),
-            k,
-            started: Default::default(),
-        };
+        let engine = PanicOnFinish::new(rt.engine(), k);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rt.block_on(async {
                 let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())

@@ -26,7 +26,7 @@ mod wrappers;
 pub use files::{DiskFiles, StampedFile};
 pub use mem::{MemEngine, MemFile};
 pub use timer::{ThreadTimer, Timer};
-pub use wrappers::{Capped, Delayed, FaultPlan, Faulty, LatencyStats, Stall};
+pub use wrappers::{Capped, Delayed, FaultPlan, Faulty, LatencyStats, PanicOnFinish, Stall};
 
 /// A small deterministic PRNG (SplitMix64) for tests and wrappers, so core
 /// needs no `rand`.

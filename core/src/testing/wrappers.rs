@@ -1,5 +1,6 @@
 //! Engine wrappers for deterministic tests and simulations: latency,
-//! concurrency caps, faults and stalls. Each wraps any engine.
+//! concurrency caps, faults, stalls and panicking completions. Each wraps
+//! any engine.
 
 use super::{SplitMix, Timer};
 use crate::engine::{IoEngine, ReadFilter, ReadRequest};
@@ -391,6 +392,74 @@ impl<E: IoEngine> IoEngine for Faulty<E> {
 
     fn name(&self) -> &'static str {
         "faulty"
+    }
+}
+
+/// Gives the `k`th read started through it (counting from 0) a finish hook
+/// that panics, so that a test can check that a panic while a read
+/// completes — on whatever thread the inner engine completes it — loses no
+/// read and hangs no stream.
+#[derive(Clone)]
+pub struct PanicOnFinish<E> {
+    inner: E,
+    k: u64,
+    started: Arc<AtomicU64>,
+}
+
+impl<E: IoEngine> fmt::Debug for PanicOnFinish<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PanicOnFinish")
+            .field("inner", &self.inner.name())
+            .field("k", &self.k)
+            .field("started", &self.started())
+            .finish()
+    }
+}
+
+impl<E> PanicOnFinish<E> {
+    /// Wraps `inner`; read number `k` will panic when it finishes.
+    pub fn new(inner: E, k: u64) -> Self {
+        PanicOnFinish {
+            inner,
+            k,
+            started: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Reads started so far.
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+}
+
+impl<E: IoEngine> IoEngine for PanicOnFinish<E> {
+    type File = E::File;
+
+    fn start_read(&self, file: &E::File, mut req: ReadRequest) {
+        if self.started.fetch_add(1, Ordering::Relaxed) == self.k {
+            req.on_finish(|_| panic!("PanicOnFinish: this read's hook panics on purpose"));
+        }
+        self.inner.start_read(file, req);
+    }
+
+    fn advice_useful(&self, file: &E::File) -> bool {
+        self.inner.advice_useful(file)
+    }
+
+    fn advise(&self, file: &E::File, offset: u64, len: u64) {
+        self.inner.advise(file, offset, len);
+    }
+
+    fn cached_read_depth(&self, file: &E::File) -> usize {
+        self.inner.cached_read_depth(file)
+    }
+
+    fn help(&self, file: &E::File) -> bool {
+        self.inner.help(file)
+    }
+
+    fn name(&self) -> &'static str {
+        "panic-on-finish"
     }
 }
 
