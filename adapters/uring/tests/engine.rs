@@ -12,7 +12,7 @@ use common::{runtime_or_skip, runtime_or_skip_with, stamped};
 use futures::StreamExt;
 use pagestream::testing::{stamp, PanicOnFinish};
 use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
-use pagestream_uring::UringRuntime;
+use pagestream_uring::{UringFile, UringRuntime};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -23,6 +23,31 @@ const BS: usize = 8192;
 /// Polls `fut` exactly once.
 async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
     std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Scans blocks `0..n` of `file` through `pool` on `rt`, checking every
+/// page's stamp; returns the scan's hits (blocks found in the pool).
+fn scan_verifies(
+    rt: &UringRuntime,
+    pool: &BufferPool,
+    file: &UringFile,
+    seed: u64,
+    n: u64,
+    what: &str,
+) -> u64 {
+    rt.block_on(async {
+        let mut s = ReadStream::builder(pool, rt.engine(), file.clone())
+            .build(source::forward(0..n))
+            .expect("build");
+        let mut i = 0;
+        while let Some(page) = s.next().await {
+            let page = page.unwrap_or_else(|e| panic!("{what}: block {i}: {e}"));
+            assert!(stamp::check(seed, i, &page), "{what}: block {i} wrong");
+            i += 1;
+        }
+        assert_eq!(i, n, "{what}: scan ended early");
+        s.close().await.hits
+    })
 }
 
 /// A future that returns while its stream's reads are in flight: `block_on`
@@ -53,18 +78,7 @@ fn block_on_returns_after_its_reads() {
     let valid = (0..n).filter(|&b| pool.contains(id, b)).count();
     assert_eq!(valid, started, "every block read was published: {ps}");
     // And they are right: a second scan hits them.
-    let hits = rt.block_on(async {
-        let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
-            .build(source::forward(0..n))
-            .expect("build");
-        let mut i = 0;
-        while let Some(page) = s.next().await {
-            assert!(stamp::check(seed, i, &page.expect("page")), "block {i}");
-            i += 1;
-        }
-        assert_eq!(i, n);
-        s.close().await.hits
-    });
+    let hits = scan_verifies(&rt, &pool, &file, seed, n, "second scan");
     assert_eq!(hits as usize, valid);
 }
 
@@ -113,18 +127,7 @@ fn runtime_dropped_with_reads_in_flight() {
         let valid_before = (0..n).filter(|&b| pool.contains(id, b)).count();
         assert!(valid_before < n as usize, "direct={direct}");
         let rt = UringRuntime::new().expect("runtime");
-        rt.block_on(async {
-            let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
-                .build(source::forward(0..n))
-                .expect("build");
-            let mut i = 0;
-            while let Some(page) = s.next().await {
-                let page = page.expect("page");
-                assert!(stamp::check(seed, i, &page), "block {i} wrong");
-                i += 1;
-            }
-            assert_eq!(i, n);
-        });
+        scan_verifies(&rt, &pool, &file, seed, n, &format!("direct={direct}"));
     }
 }
 
@@ -338,20 +341,7 @@ fn panic_while_completing_loses_no_read() {
         let ps = pool.stats();
         assert_eq!((ps.pinned, ps.reading), (0, 0), "k {k}: {ps}");
         let rt = UringRuntime::new().expect("runtime");
-        rt.block_on(async {
-            let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
-                .build(source::forward(0..n))
-                .expect("build");
-            let mut i = 0;
-            while let Some(page) = s.next().await {
-                assert!(
-                    stamp::check(seed, i, &page.expect("page")),
-                    "k {k}: block {i}"
-                );
-                i += 1;
-            }
-            assert_eq!(i, n);
-        });
+        scan_verifies(&rt, &pool, &file, seed, n, &format!("k {k}"));
     }
 }
 
