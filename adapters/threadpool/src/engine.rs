@@ -100,7 +100,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -116,9 +116,8 @@ const THREAD_STACK: usize = 256 * 1024;
 /// default `max_ios` (16), so one stream's advised reads share one thread.
 pub(crate) const PRIMED_JOBS_PER_THREAD: usize = 16;
 
-/// Events an engine's AIO context holds (reads in flight through AIO at
-/// most; more fall back to the I/O threads).
-const AIO_EVENTS: u32 = 256;
+/// Default [`ThreadPoolBuilder::aio_events`].
+pub const DEFAULT_AIO_EVENTS: u32 = 256;
 
 /// How long the AIO reaper waits for a completion before it looks whether
 /// the engine was dropped.
@@ -140,6 +139,7 @@ pub struct ThreadPoolBuilder {
     nowait: bool,
     cached_depth: usize,
     aio: bool,
+    aio_events: u32,
     blocking_inline: bool,
     name: String,
 }
@@ -165,8 +165,25 @@ impl ThreadPoolBuilder {
     /// thread, with one reaper thread completing them, instead of one I/O
     /// thread per read (default on). Turned off by itself if the kernel
     /// has no AIO.
+    ///
+    /// Where the AIO context cannot be made (`io_setup` fails: `ENOSYS`
+    /// where a seccomp filter or the kernel leaves AIO out, `EAGAIN` once
+    /// the system-wide `fs.aio-max-nr` is used up), or the kernel refuses
+    /// AIO reads outright, the engine reads O_DIRECT on its I/O threads
+    /// instead, and [`EngineStats::aio_unavailable`] says why.
     pub fn aio(mut self, on: bool) -> Self {
         self.aio = on;
+        self
+    }
+
+    /// Events the engine's AIO context holds (at least 1; default
+    /// [`DEFAULT_AIO_EVENTS`]): the most O_DIRECT reads in flight through
+    /// AIO at once (more go to the I/O threads). The context reserves them
+    /// against the system-wide `fs.aio-max-nr` (`/proc/sys/fs/aio-max-nr`)
+    /// for the engine's life; asking for more than is left there makes
+    /// AIO unavailable to the engine (see [`aio`](Self::aio)).
+    pub fn aio_events(mut self, n: u32) -> Self {
+        self.aio_events = n.max(1);
         self
     }
 
@@ -225,6 +242,8 @@ impl ThreadPoolBuilder {
                     name: self.name,
                     nowait: AtomicBool::new(self.nowait),
                     aio_on: AtomicBool::new(self.aio),
+                    aio_events: self.aio_events,
+                    aio_unavailable: AtomicI32::new(0),
                     blocking_inline: self.blocking_inline,
                     cached_depth: if self.blocking_inline || self.cached_depth < 2 {
                         0
@@ -241,7 +260,7 @@ impl ThreadPoolBuilder {
                         }),
                         cond: Condvar::new(),
                     },
-                    aio: Mutex::new(None),
+                    aio: Mutex::new(AioSlot::Untried),
                     counters: Counters::default(),
                 }),
             }),
@@ -312,8 +331,17 @@ pub struct EngineStats {
     /// O_DIRECT reads submitted inline with native AIO.
     pub aio_reads: u64,
     /// O_DIRECT reads AIO did not take (it would have blocked, or the
-    /// kernel refused it) that went to the I/O threads instead.
+    /// kernel refused it, or AIO is unavailable) that went to the I/O
+    /// threads instead.
     pub aio_fallbacks: u64,
+    /// Why native AIO is unavailable to this engine, if it is: the `errno`
+    /// of the failure that switched it off (`io_setup` failing, such as
+    /// `ENOSYS` under a seccomp filter or `EAGAIN` once `fs.aio-max-nr` is
+    /// used up; the reaper thread not starting; the kernel refusing AIO
+    /// reads or `RWF_NOWAIT` on them). Every O_DIRECT read is then read on
+    /// the I/O threads; none is lost to it. `None` while AIO works, has not
+    /// been tried, or was turned off with [`ThreadPoolBuilder::aio`].
+    pub aio_unavailable: Option<i32>,
     /// I/O threads started.
     pub threads_started: u64,
     /// Cached reads queued for the helper thread (see the module docs).
@@ -328,6 +356,52 @@ pub struct EngineStats {
     /// Cached reads read inline instead of queued because the queue's lock
     /// was held at that moment (not counted in `cached_queued`).
     pub cached_contended: u64,
+}
+
+/// One line per part of the engine: inline attempts, thread reads, AIO
+/// (with why it is unavailable, if it is), the cached-read helper.
+impl fmt::Display for EngineStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Inline RWF_NOWAIT: full={} partial={} would block={} ({:.3} ms)",
+            self.nowait_full,
+            self.nowait_partial,
+            self.nowait_would_block,
+            self.nowait_nanos as f64 / 1e6
+        )?;
+        writeln!(
+            f,
+            "Threads: queued={} (primed={}) preads={} inline blocking={} started={}",
+            self.queued,
+            self.queued_primed,
+            self.thread_preads,
+            self.inline_blocking_reads,
+            self.threads_started
+        )?;
+        write!(
+            f,
+            "AIO: reads={} fallbacks={}",
+            self.aio_reads, self.aio_fallbacks
+        )?;
+        if let Some(e) = self.aio_unavailable {
+            write!(
+                f,
+                "  aio unavailable: {}, reads on threads",
+                io::Error::from_raw_os_error(e)
+            )?;
+        }
+        writeln!(f)?;
+        write!(
+            f,
+            "Cached-read helper: queued={} helper={} helped={} sleeps={} contended={}",
+            self.cached_queued,
+            self.helper_reads,
+            self.helped_reads,
+            self.helper_sleeps,
+            self.cached_contended
+        )
+    }
 }
 
 #[derive(Default)]
@@ -361,8 +435,12 @@ struct Shared {
     max_threads: usize,
     name: String,
     nowait: AtomicBool,
-    /// AIO for O_DIRECT reads wanted and not (yet) found unsupported.
+    /// AIO for O_DIRECT reads wanted and not (yet) found unavailable.
     aio_on: AtomicBool,
+    /// Events to ask `io_setup` for.
+    aio_events: u32,
+    /// The errno that made AIO unavailable; 0: none did.
+    aio_unavailable: AtomicI32,
     /// Read on the calling thread instead of the I/O threads.
     blocking_inline: bool,
     /// Cached reads per stream in flight through the helper; 0: no helper.
@@ -370,8 +448,19 @@ struct Shared {
     /// The cached-read queue and its helper thread.
     helper: Helper,
     /// The AIO context and its reaper, made at the first O_DIRECT read.
-    aio: Mutex<Option<Arc<Aio>>>,
+    aio: Mutex<AioSlot>,
     counters: Counters,
+}
+
+/// Whether an engine has its AIO context.
+enum AioSlot {
+    /// Not made yet.
+    Untried,
+    /// Made, with its reaper running.
+    Ready(Arc<Aio>),
+    /// Could not be made (see [`EngineStats::aio_unavailable`]); not
+    /// tried again.
+    Failed,
 }
 
 /// An engine's AIO context. The reaper thread holds it (and the `Shared`)
@@ -452,6 +541,7 @@ impl ThreadPoolEngine {
             nowait: true,
             cached_depth: default_cached_depth(),
             aio: true,
+            aio_events: DEFAULT_AIO_EVENTS,
             blocking_inline: false,
             name: "ps-io".into(),
         }
@@ -489,6 +579,10 @@ impl ThreadPoolEngine {
             inline_blocking_reads: l(&c.inline_blocking_reads),
             aio_reads: l(&c.aio_reads),
             aio_fallbacks: l(&c.aio_fallbacks),
+            aio_unavailable: match self.handle.shared.aio_unavailable.load(Ordering::Relaxed) {
+                0 => None,
+                e => Some(e),
+            },
             threads_started: l(&c.threads_started),
             cached_queued: l(&c.cached_queued),
             helper_reads: l(&c.helper_reads),
@@ -631,8 +725,13 @@ fn aio_done(shared: &Arc<Shared>, job: AioJob, res: i64) {
         Ok(res as usize)
     } else {
         let errno = i32::try_from(-res).unwrap_or(libc::EIO);
-        if errno == libc::EAGAIN || errno == libc::EINTR {
-            // It would have blocked after all: a thread reads it.
+        if errno == libc::EAGAIN || errno == libc::EINTR || errno == libc::EOPNOTSUPP {
+            // It would have blocked after all, or (EOPNOTSUPP) the device
+            // takes no `RWF_NOWAIT` reads, so every AIO read would end so:
+            // a thread reads it, and AIO is switched off for the latter.
+            if errno == libc::EOPNOTSUPP {
+                shared.aio_unavailable(&io::Error::from_raw_os_error(errno));
+            }
             shared
                 .counters
                 .aio_fallbacks
@@ -658,20 +757,35 @@ fn aio_done(shared: &Arc<Shared>, job: AioJob, res: i64) {
 }
 
 impl Shared {
+    /// Switches AIO off for good because of `err`, recorded for
+    /// [`EngineStats::aio_unavailable`] (the first such error is kept).
+    /// Reads keep going, on the I/O threads.
+    fn aio_unavailable(&self, err: &io::Error) {
+        let errno = err.raw_os_error().filter(|&e| e != 0).unwrap_or(libc::EIO);
+        let _ =
+            self.aio_unavailable
+                .compare_exchange(0, errno, Ordering::Relaxed, Ordering::Relaxed);
+        self.aio_on.store(false, Ordering::Relaxed);
+    }
+
     /// The engine's AIO context, made (with its reaper) on first use.
-    /// `None` if the kernel has none (AIO is then switched off).
+    /// `None` if it cannot be made: AIO is then switched off (and not
+    /// tried again), and the caller reads on the I/O threads.
     fn aio(self: &Arc<Self>) -> Option<Arc<Aio>> {
         let mut g = self.aio.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(a) = &*g {
-            return Some(Arc::clone(a));
+        match &*g {
+            AioSlot::Ready(a) => return Some(Arc::clone(a)),
+            AioSlot::Failed => return None,
+            AioSlot::Untried => {}
         }
-        let aio = match sys::aio::Context::new(AIO_EVENTS) {
+        let aio = match sys::aio::Context::new(self.aio_events) {
             Ok(ctx) => Arc::new(Aio {
                 ctx,
                 in_flight: AtomicUsize::new(0),
             }),
-            Err(_) => {
-                self.aio_on.store(false, Ordering::Relaxed);
+            Err(e) => {
+                *g = AioSlot::Failed;
+                self.aio_unavailable(&e);
                 return None;
             }
         };
@@ -680,12 +794,14 @@ impl Shared {
             .name(format!("{}-aio", self.name))
             .stack_size(THREAD_STACK)
             .spawn(move || reaper(shared, reaper_aio));
-        if spawned.is_err() {
-            // Nothing could complete AIO reads: do not submit any.
-            self.aio_on.store(false, Ordering::Relaxed);
+        if let Err(e) = spawned {
+            // Nothing could complete AIO reads: do not submit any. (No
+            // read is in the context, so dropping it here is safe.)
+            *g = AioSlot::Failed;
+            self.aio_unavailable(&e);
             return None;
         }
-        *g = Some(Arc::clone(&aio));
+        *g = AioSlot::Ready(Arc::clone(&aio));
         Some(aio)
     }
 
@@ -714,7 +830,12 @@ impl Shared {
         if iov.len() > 1024 || iov.iter().any(|v| v.iov_base as usize % m != 0) {
             return Some(req);
         }
-        let aio = self.aio()?;
+        let Some(aio) = self.aio() else {
+            // No AIO context: the threads read it (never cancel a read the
+            // engine can do).
+            self.counters.aio_fallbacks.fetch_add(1, Ordering::Relaxed);
+            return Some(req);
+        };
         let offset = req.offset();
         let fd = file.fd();
         let job = Box::into_raw(Box::new(AioJob {
@@ -744,9 +865,13 @@ impl Shared {
                 // `Box::into_raw` above.
                 let job = unsafe { Box::from_raw(job) };
                 match e.raw_os_error() {
+                    // The context is full (or the kernel short of memory
+                    // for the moment), or a signal: only this read goes
+                    // to the threads. `io_submit` of one iocb cannot be
+                    // partial; 0 submitted comes back as EAGAIN.
                     Some(libc::EAGAIN) | Some(libc::EINTR) => {}
                     // No AIO for this kind of file or kernel: stop trying.
-                    _ => self.aio_on.store(false, Ordering::Relaxed),
+                    _ => self.aio_unavailable(&e),
                 }
                 self.counters.aio_fallbacks.fetch_add(1, Ordering::Relaxed);
                 Some(job.req)

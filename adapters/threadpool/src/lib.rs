@@ -16,7 +16,9 @@
 //!   (see [`EngineStats::queued_primed`]).
 //!   Aligned O_DIRECT reads are submitted inline with Linux native AIO
 //!   (`io_submit`) and completed by one reaper thread, not a thread each
-//!   ([`ThreadPoolBuilder::aio`]). Callers that own the polling thread
+//!   ([`ThreadPoolBuilder::aio`]); where the kernel gives the engine no
+//!   AIO, those reads go to the I/O threads and
+//!   [`EngineStats::aio_unavailable`] says why. Callers that own the polling thread
 //!   may read inline, blocking, instead of hopping to a thread
 //!   ([`ThreadPoolBuilder::blocking_inline`]: for `max_ios = 0`).
 //! - [`ThreadPoolFile`]: an open file, buffered or `O_DIRECT`, optionally
@@ -44,6 +46,7 @@ mod file;
 mod sys;
 
 pub use engine::{
-    EngineStats, ThreadPoolBuilder, ThreadPoolEngine, DEFAULT_CACHED_DEPTH, DEFAULT_THREADS,
+    EngineStats, ThreadPoolBuilder, ThreadPoolEngine, DEFAULT_AIO_EVENTS, DEFAULT_CACHED_DEPTH,
+    DEFAULT_THREADS,
 };
 pub use file::{FileAdvice, OpenOptions, ThreadPoolFile};

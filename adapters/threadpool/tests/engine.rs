@@ -171,6 +171,67 @@ fn direct_reads_without_aio_use_threads() {
     assert_eq!(es.queued, st.reads, "every read on a thread: {es:?} {st}");
 }
 
+/// The system-wide limit of AIO events (`fs.aio-max-nr`).
+fn aio_max_nr() -> u64 {
+    std::fs::read_to_string("/proc/sys/fs/aio-max-nr")
+        .expect("/proc/sys/fs/aio-max-nr")
+        .trim()
+        .parse()
+        .expect("a number in /proc/sys/fs/aio-max-nr")
+}
+
+#[test]
+fn direct_scan_reads_on_threads_when_aio_setup_fails() {
+    // An AIO context larger than `fs.aio-max-nr` allows: `io_setup` fails
+    // (EAGAIN, as once other contexts have used the limit up; EINVAL if
+    // the limit is so high that the request overflows instead), the same
+    // way every time, without changing the machine-wide setting.
+    let events = u32::try_from(aio_max_nr() + 1).unwrap_or(u32::MAX);
+    let n = 512;
+    let f = stamped("direct-aio-fails", 16, n);
+    let engine = ThreadPoolEngine::builder().aio_events(events).build();
+    assert!(engine.aio(), "AIO is wanted until it is found unavailable");
+    let file = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
+    let st = scan_verify(&engine, file, 16, n);
+    let es = engine.stats();
+    assert_eq!(st.blocks_read, n, "{st}");
+    // No read was cancelled (and retried block by block) for want of AIO.
+    assert_eq!(
+        st.retries, 0,
+        "a read was cancelled when io_setup failed: {st}"
+    );
+    assert!(!engine.aio(), "{es:?}");
+    assert_eq!(es.aio_reads, 0, "{es:?}");
+    assert_eq!(es.queued, st.reads, "every read on a thread: {es:?} {st}");
+    assert_eq!(es.aio_fallbacks, 1, "io_setup is tried once: {es:?}");
+    let errno = es
+        .aio_unavailable
+        .expect("the stats say AIO is unavailable");
+    assert!(
+        errno == libc::EAGAIN || errno == libc::EINVAL,
+        "io_setup failed with errno {errno}"
+    );
+    let shown = es.to_string();
+    assert!(
+        shown.contains("aio unavailable:") && shown.contains("reads on threads"),
+        "{shown}"
+    );
+    // An engine whose AIO works says nothing of the kind.
+    let ok = ThreadPoolEngine::new();
+    let st = scan_verify(
+        &ok,
+        ThreadPoolFile::open_direct(f.path(), BS).unwrap(),
+        16,
+        n,
+    );
+    let es = ok.stats();
+    assert_eq!(st.retries, 0, "{st}");
+    if ok.aio() {
+        assert_eq!(es.aio_unavailable, None, "{es:?}");
+        assert!(!es.to_string().contains("unavailable"), "{es}");
+    }
+}
+
 #[test]
 fn direct_sparse_reads_through_aio_are_correct() {
     // Many single-block O_DIRECT reads in flight at once through AIO, in
