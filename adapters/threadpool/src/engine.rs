@@ -68,13 +68,16 @@
 //! advice submits the device reads, and on Linux ≥ 5.9 the inline
 //! `RWF_NOWAIT` attempt does too), so the I/O thread that takes it only waits
 //! for the page cache and copies. Such reads do not need a thread each:
-//! while a thread is busy, up to [`PRIMED_JOBS_PER_THREAD`] primed reads per
-//! busy thread queue for it without waking or starting another. The busy
-//! threads take them in order, usually finding them read already; each woken
-//! thread would otherwise cost two context switches per read, which on a
-//! small machine cost more CPU than the device time they hide (a bitmap scan
-//! with read-ahead off spent about 65 µs of CPU per page, most of it waking
-//! and switching 16 threads). Reads that are not primed (O_DIRECT, advice
+//! while a thread is busy with a primed read, up to
+//! [`PRIMED_JOBS_PER_THREAD`] primed reads per such thread queue for it
+//! without starting another. The busy threads take them in order, usually
+//! finding them read already; a thread each would otherwise cost two
+//! context switches per read, which on a small machine cost more CPU than
+//! the device time they hide (a bitmap scan with read-ahead off spent about
+//! 65 µs of CPU per page, most of it waking and switching 16 threads). A
+//! queued read never waits while a thread is idle (the idle thread is woken
+//! for it), nor behind threads busy only with reads that are not primed,
+//! whose device reads (or files) may take any time. Reads that are not primed (O_DIRECT, advice
 //! off, a read continuing kernel read-ahead) still get a thread each, as
 //! their thread is what submits them to the device. Priming only changes
 //! which thread does a read and when, never what it reads.
@@ -235,6 +238,7 @@ impl ThreadPoolBuilder {
                         jobs: VecDeque::new(),
                         idle: 0,
                         threads: 0,
+                        primed_busy: 0,
                         shutdown: false,
                     }),
                     cond: Condvar::new(),
@@ -319,8 +323,9 @@ pub struct EngineStats {
     /// Requests (or remainders) handed to the I/O threads.
     pub queued: u64,
     /// Of `queued`, those that were primed (advised just before they were
-    /// started, so the kernel was already reading them): they queue for a
-    /// busy thread instead of waking one each.
+    /// started, so the kernel was already reading them): they may queue
+    /// for a thread busy with another primed read instead of starting one
+    /// each (an idle thread is always woken for them).
     pub queued_primed: u64,
     /// Blocking `preadv` calls made by the I/O threads (or, with
     /// [`ThreadPoolBuilder::blocking_inline`], on the calling thread).
@@ -484,6 +489,8 @@ struct State {
     idle: usize,
     /// Threads alive.
     threads: usize,
+    /// Threads busy with a primed read (see the module docs).
+    primed_busy: usize,
     shutdown: bool,
 }
 
@@ -667,12 +674,15 @@ fn worker(shared: Arc<Shared>) {
     let mut st = lock(&shared.state);
     loop {
         if let Some(job) = st.jobs.pop_front() {
+            let primed = job.primed;
+            st.primed_busy += usize::from(primed);
             drop(st);
             // A panic while reading (a filter or hook of the request) drops
             // the request, which cancels it cleanly; the thread goes on, so
             // the pool never loses threads it counts as alive.
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run(&shared, job)));
             st = lock(&shared.state);
+            st.primed_busy -= usize::from(primed);
             continue;
         }
         if st.shutdown {
@@ -887,14 +897,19 @@ impl Shared {
         }
         let mut st = lock(&self.state);
         st.jobs.push_back(job);
-        // A busy thread looks at the queue again before it waits (`worker`
-        // pops under this lock), so a primed read queued for it is never
-        // stranded.
-        let busy = st.threads - st.idle;
-        if primed && busy > 0 && st.jobs.len() <= PRIMED_JOBS_PER_THREAD * busy {
-            return;
-        }
-        if st.jobs.len() > st.idle && st.threads < self.max_threads {
+        // A primed read may wait for a thread busy with another primed
+        // read instead of starting a thread: that read is already being
+        // read by the kernel, so it ends without a device wait of its own,
+        // and its thread looks at the queue again before it waits (`worker`
+        // pops under this lock), so the queued read is never stranded.
+        // It never waits while a thread is idle (one is woken below), nor
+        // behind threads that are all on reads that are not primed (a
+        // device read of their own, or a file that blocks for as long as
+        // it likes): those may take any time.
+        let behind_primed = primed
+            && st.primed_busy > 0
+            && st.jobs.len() <= PRIMED_JOBS_PER_THREAD * st.primed_busy;
+        if !behind_primed && st.jobs.len() > st.idle && st.threads < self.max_threads {
             let shared = Arc::clone(self);
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-{}", self.name, st.threads))
@@ -1444,6 +1459,235 @@ mod tests {
         let es = inner.stats();
         assert!(es.helped_reads > 0, "{es:?}");
         assert_eq!(es.helper_reads, 0, "{es:?}");
+    }
+
+    /// Holds every read it filters on its I/O thread until opened; counts
+    /// the reads that reached it.
+    #[derive(Default)]
+    struct Gate {
+        /// `(open, reads that reached the gate)`.
+        state: Mutex<(bool, usize)>,
+        cond: Condvar,
+    }
+
+    impl Gate {
+        fn open(&self) {
+            self.state.lock().unwrap().0 = true;
+            self.cond.notify_all();
+        }
+
+        /// Waits (at most 30 s) until `n` reads have reached the gate.
+        fn wait_entered(&self, n: usize) {
+            let st = self.state.lock().unwrap();
+            let (st, _) = self
+                .cond
+                .wait_timeout_while(st, Duration::from_secs(30), |s| s.1 < n)
+                .unwrap();
+            assert!(st.1 >= n, "{} of {n} reads reached the gate", st.1);
+        }
+    }
+
+    impl ReadFilter for Gate {
+        fn filter(&self, _req: &ReadRequest, r: io::Result<usize>) -> io::Result<usize> {
+            let mut st = self.state.lock().unwrap();
+            st.1 += 1;
+            self.cond.notify_all();
+            while !st.0 {
+                st = self.cond.wait(st).unwrap();
+            }
+            r
+        }
+    }
+
+    /// Passes reads to the engine it wraps, each held by `gate` if set, and
+    /// primed (advised right before it is started, as the planner does) if
+    /// `prime`.
+    #[derive(Clone)]
+    struct Staged {
+        inner: ThreadPoolEngine,
+        gate: Option<Arc<Gate>>,
+        prime: bool,
+    }
+
+    impl IoEngine for Staged {
+        type File = ThreadPoolFile;
+        fn start_read(&self, file: &ThreadPoolFile, mut req: ReadRequest) {
+            if let Some(g) = &self.gate {
+                req.add_filter(Arc::clone(g) as Arc<dyn ReadFilter>);
+            }
+            if self.prime {
+                self.inner
+                    .advise(file, req.offset(), req.len_bytes() as u64);
+            }
+            self.inner.start_read(file, req);
+        }
+        fn name(&self) -> &'static str {
+            "staged"
+        }
+    }
+
+    /// An engine whose every read goes to its (at most two) I/O threads.
+    fn two_thread_engine() -> ThreadPoolEngine {
+        ThreadPoolEngine::builder()
+            .threads(2)
+            .nowait(false)
+            .cached_depth(0)
+            .aio(false)
+            .build()
+    }
+
+    /// Reads block `block` of `f` through `engine` on a thread of its own;
+    /// the receiver hears when the page is back and checked.
+    fn read_block(
+        engine: Staged,
+        f: &StampedFile,
+        seed: u64,
+        block: u64,
+    ) -> (std::sync::mpsc::Receiver<()>, std::thread::JoinHandle<()>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = f.path().to_owned();
+        let t = std::thread::spawn(move || {
+            let pool = BufferPool::new(8, BS).unwrap();
+            let file = ThreadPoolFile::open(path).unwrap();
+            let mut s = ReadStream::builder(&pool, engine, file)
+                .build(source::forward(block..block + 1))
+                .unwrap();
+            block_on(async {
+                let page = s.next().await.expect("a page").expect("ok");
+                assert_eq!(page.block(), block);
+                assert!(stamp::check(seed, block, &page), "block {block}");
+                drop(page);
+                assert!(s.next().await.is_none());
+            });
+            tx.send(()).unwrap();
+        });
+        (rx, t)
+    }
+
+    /// Waits (at most 30 s) until the engine's threads are as `want` says.
+    fn wait_threads(e: &ThreadPoolEngine, want: impl Fn(&State) -> bool) {
+        for _ in 0..3000 {
+            if want(&lock(&e.handle.shared.state)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let st = lock(&e.handle.shared.state);
+        panic!(
+            "threads: {} alive, {} idle, {} jobs queued",
+            st.threads,
+            st.idle,
+            st.jobs.len()
+        );
+    }
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_primed_read_is_taken_by_an_idle_thread_not_queued_behind_a_blocked_one() {
+        let f = StampedFile::with_seed("primed-idle", 31, 4, BS);
+        let engine = two_thread_engine();
+        let gate = Arc::new(Gate::default());
+        let staged = |gate: Option<&Arc<Gate>>, prime| Staged {
+            inner: engine.clone(),
+            gate: gate.cloned(),
+            prime,
+        };
+        // Thread one is held inside a read.
+        let (held, ta) = read_block(staged(Some(&gate), false), &f, 31, 0);
+        gate.wait_entered(1);
+        // A second read starts thread two, which then idles.
+        let (rx, tb) = read_block(staged(None, false), &f, 31, 1);
+        rx.recv_timeout(WAIT).expect("the second read completed");
+        tb.join().unwrap();
+        wait_threads(&engine, |st| st.threads == 2 && st.idle == 1);
+        // A primed read now: the idle thread takes it while thread one is
+        // still held.
+        let (rx, tc) = read_block(staged(None, true), &f, 31, 2);
+        let done = rx.recv_timeout(WAIT);
+        let es = engine.stats();
+        gate.open();
+        held.recv_timeout(WAIT).expect("the held read completed");
+        ta.join().unwrap();
+        tc.join().unwrap();
+        assert!(
+            done.is_ok(),
+            "the primed read waited for the held thread while another idled: {es:?}"
+        );
+        assert_eq!(es.queued_primed, 1, "{es:?}");
+        assert_eq!(es.threads_started, 2, "{es:?}");
+    }
+
+    #[test]
+    fn a_primed_read_does_not_wait_behind_a_thread_on_an_unprimed_read() {
+        let f = StampedFile::with_seed("primed-unprimed", 32, 4, BS);
+        let engine = two_thread_engine();
+        let gate = Arc::new(Gate::default());
+        let held_engine = Staged {
+            inner: engine.clone(),
+            gate: Some(Arc::clone(&gate)),
+            prime: false,
+        };
+        let (held, ta) = read_block(held_engine, &f, 32, 0);
+        gate.wait_entered(1);
+        // The only thread is held in a read that is not primed; the pool
+        // has room for a second, which takes the primed read.
+        let primed = Staged {
+            inner: engine.clone(),
+            gate: None,
+            prime: true,
+        };
+        let (rx, tc) = read_block(primed, &f, 32, 2);
+        let done = rx.recv_timeout(WAIT);
+        let es = engine.stats();
+        gate.open();
+        held.recv_timeout(WAIT).expect("the held read completed");
+        ta.join().unwrap();
+        tc.join().unwrap();
+        assert!(
+            done.is_ok(),
+            "the primed read waited for a thread held in an unprimed read: {es:?}"
+        );
+        assert_eq!(es.queued_primed, 1, "{es:?}");
+        assert_eq!(es.threads_started, 2, "{es:?}");
+    }
+
+    #[test]
+    fn a_primed_read_queues_behind_a_thread_on_a_primed_read() {
+        // What priming is for: no thread is started for a primed read
+        // while the busy thread is on a primed read itself.
+        let f = StampedFile::with_seed("primed-primed", 33, 4, BS);
+        let engine = two_thread_engine();
+        let gate = Arc::new(Gate::default());
+        let held_engine = Staged {
+            inner: engine.clone(),
+            gate: Some(Arc::clone(&gate)),
+            prime: true,
+        };
+        let (held, ta) = read_block(held_engine, &f, 33, 0);
+        gate.wait_entered(1);
+        let primed = Staged {
+            inner: engine.clone(),
+            gate: None,
+            prime: true,
+        };
+        let (rx, tc) = read_block(primed, &f, 33, 2);
+        // Once the second read is queued, it is still waiting for the one
+        // thread.
+        wait_threads(&engine, |st| !st.jobs.is_empty());
+        let es = engine.stats();
+        {
+            let st = lock(&engine.handle.shared.state);
+            assert_eq!((st.threads, st.jobs.len()), (1, 1), "{es:?}");
+        }
+        gate.open();
+        held.recv_timeout(WAIT).expect("the held read completed");
+        rx.recv_timeout(WAIT).expect("the queued read completed");
+        ta.join().unwrap();
+        tc.join().unwrap();
+        let es = engine.stats();
+        assert_eq!(es.queued_primed, 2, "{es:?}");
+        assert_eq!(es.threads_started, 1, "{es:?}");
     }
 
     /// Queues cached reads like the engine it wraps, but never helps (the

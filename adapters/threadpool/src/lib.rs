@@ -12,7 +12,8 @@
 //!   which reads straight into the pool's frames and completes the request
 //!   there; completion wakes the stream from that thread. Reads the planner
 //!   advised just before starting them are already being read by the
-//!   kernel, so they queue for a busy thread rather than waking one each
+//!   kernel, so they may queue for a thread busy with another such read
+//!   rather than start one each; an idle thread is always woken for them
 //!   (see [`EngineStats::queued_primed`]).
 //!   Aligned O_DIRECT reads are submitted inline with Linux native AIO
 //!   (`io_submit`) and completed by one reaper thread, not a thread each
