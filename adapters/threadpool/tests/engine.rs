@@ -535,7 +535,16 @@ fn warm_reads_are_shared_with_the_cached_read_helper() {
     let file = ThreadPoolFile::open(f.path()).unwrap();
     assert_eq!(engine.cached_read_depth(&file), 4);
     let st = scan_verify(&engine, file, 11, n);
-    let es = engine.stats();
+    // The helper counts a read once it is done, which may be just after
+    // the stream has taken its page: wait (boundedly) for the last count.
+    let mut es = engine.stats();
+    for _ in 0..1000 {
+        if es.cached_queued == es.helper_reads + es.helped_reads {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        es = engine.stats();
+    }
     assert_eq!(es.thread_preads, 0, "warm reads went to threads: {es:?}");
     assert_eq!(st.cached_reads, st.reads, "reads not marked cached: {st}");
     assert_eq!(st.blocks_read, n, "{st}");
