@@ -77,10 +77,11 @@
 //! 65 µs of CPU per page, most of it waking and switching 16 threads). A
 //! queued read never waits while a thread is idle (the idle thread is woken
 //! for it), nor behind threads busy only with reads that are not primed,
-//! whose device reads (or files) may take any time. Reads that are not primed (O_DIRECT, advice
-//! off, a read continuing kernel read-ahead) still get a thread each, as
-//! their thread is what submits them to the device. Priming only changes
-//! which thread does a read and when, never what it reads.
+//! whose device reads (or files) may take any time. Reads that are not
+//! primed (O_DIRECT, advice off, a read continuing kernel read-ahead) still
+//! get a thread each, as their thread is what submits them to the device.
+//! Priming only changes which thread does a read and when, never what it
+//! reads.
 //!
 //! # O_DIRECT reads: native AIO
 //!
