@@ -244,11 +244,21 @@ fn size_beyond_the_free_space_is_refused_before_writing() {
 /// directory is left as it was.
 #[test]
 fn sigint_while_creating_leaves_no_partial_file() {
+    signal_while_creating_leaves_no_partial_file(libc::SIGINT, "sigint");
+}
+
+/// The same for SIGTERM (a shell's 143).
+#[test]
+fn sigterm_while_creating_leaves_no_partial_file() {
+    signal_while_creating_leaves_no_partial_file(libc::SIGTERM, "sigterm");
+}
+
+fn signal_while_creating_leaves_no_partial_file(sig: libc::c_int, tag: &str) {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    let dir = common::temp_dir("seqscan-sigint");
+    let dir = common::temp_dir(&format!("seqscan-{tag}"));
     // Large enough to still be writing when the signal comes (it is sent as
     // soon as the temporary file appears), and within the free space.
     let free = pagestream_examples::data::free_bytes(&dir).expect("free space");
@@ -266,11 +276,12 @@ fn sigint_while_creating_leaves_no_partial_file() {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     // SAFETY: between fork and exec the child only calls `signal`, which is
-    // async-signal-safe; it undoes a SIGINT ignored by whatever started the
-    // test (a shell's background job), which the child would inherit.
+    // async-signal-safe; it undoes a `sig` ignored by whatever started the
+    // test (SIGINT in a shell's background job), which the child would
+    // inherit and keep.
     unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        cmd.pre_exec(move || {
+            libc::signal(sig, libc::SIG_DFL);
             Ok(())
         });
     }
@@ -297,14 +308,17 @@ fn sigint_while_creating_leaves_no_partial_file() {
     let pid = libc::pid_t::try_from(child.id()).expect("pid");
     // SAFETY: `kill` has no memory-safety preconditions; `pid` is our child,
     // which has not been reaped yet, so the id still names it.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(st) = child.try_wait().expect("try_wait") {
             break st;
         }
         if Instant::now() > deadline {
-            kill_and_fail(&mut child, "seqscan still running 30 s after SIGINT".into());
+            kill_and_fail(
+                &mut child,
+                format!("seqscan still running 30 s after signal {sig}"),
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -313,7 +327,7 @@ fn sigint_while_creating_leaves_no_partial_file() {
     assert_eq!(
         left,
         Vec::<String>::new(),
-        "left behind after SIGINT ({status})"
+        "left behind after signal {sig} ({status})"
     );
-    assert_eq!(status.signal(), Some(libc::SIGINT), "{status}");
+    assert_eq!(status.signal(), Some(sig), "{status}");
 }
