@@ -23,6 +23,8 @@ scan: one configuration, --repeat times.
   --readahead on|off kernel read-ahead; off = POSIX_FADV_RANDOM (default on)
   --file PATH        data file (default target/pagestream-data/seqscan-<size>.dat,
                      created stamped if absent)
+  --create           with --file: create PATH (stamped, --size bytes) if it
+                     does not exist; without it a missing PATH is an error
   --size SIZE        size of a file to create (default 1GiB)
   --block-size SIZE  default 8192
   --combine N        io_combine_limit (default 16; fio forward: bs = N blocks)
@@ -52,6 +54,8 @@ pub struct ScanOpts {
     pub cfg: ScanConfig,
     /// `--file`.
     pub file: Option<PathBuf>,
+    /// `--create`: a missing `--file` is created.
+    pub create: bool,
     /// `--size`.
     pub size: u64,
     /// `--repeat`.
@@ -130,6 +134,7 @@ fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
             nowait: true,
         },
         file: None,
+        create: false,
         size: 1 << 30,
         repeat: 1,
         json: false,
@@ -147,6 +152,7 @@ fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
             "direct" => c.direct = true,
             "readahead" => c.readahead = args.parsed(parse_on_off)?,
             "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "create" => o.create = true,
             "size" => o.size = args.parsed(parse_size)?,
             "block-size" => c.block_size = args.parsed(parse_block_size)?,
             "combine" => c.combine = args.number()?,

@@ -37,8 +37,13 @@ use std::io;
 
 fn scan(o: ScanOpts) -> io::Result<()> {
     let c = &o.cfg;
-    let (path, nblocks) =
-        data::scan_file("pagestream-bench", o.file.as_deref(), o.size, c.block_size)?;
+    let (path, nblocks) = data::scan_file(
+        "pagestream-bench",
+        o.file.as_deref(),
+        o.create,
+        o.size,
+        c.block_size,
+    )?;
     if c.engine == pagestream_bench::scan::Engine::Fio && !pagestream_bench::fio::available() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,

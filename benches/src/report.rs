@@ -465,7 +465,7 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
     let (sizes, mut sections) = plan(&scale, &o.only, fio_ok);
     let mut targets = Vec::new();
     for &size in &sizes {
-        let (path, nblocks) = data::scan_file("pagestream-bench", None, size, BS)?;
+        let (path, nblocks) = data::scan_file("pagestream-bench", None, false, size, BS)?;
         targets.push(Target::open(&path, nblocks)?);
     }
     let started = Instant::now();

@@ -29,7 +29,7 @@ fn run(args: &[&str]) -> Output {
 /// Runs a scan with `--json` and returns its one JSON object.
 fn scan(file: &Path, args: &[&str]) -> Value {
     let f = file.display().to_string();
-    let mut all = vec!["scan", "--file", &f, "--size", SIZE, "--json"];
+    let mut all = vec!["scan", "--file", &f, "--create", "--size", SIZE, "--json"];
     all.extend_from_slice(args);
     let out = run(&all);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -311,16 +311,93 @@ fn fio_runs_when_installed_and_has_no_checksum() {
     std::fs::remove_file(&file).unwrap();
 }
 
-/// Fails, exit code 2, stderr names `flag`.
+/// Fails, exit code 2, stderr is one line that names `flag` and points at
+/// `--help` (the usage text is not printed).
 fn bad(args: &[&str], flag: &str) {
     let out = run(args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
+    assert!(
+        err.starts_with("pagestream-bench: error: ")
+            && err.trim_end().ends_with("see 'pagestream-bench --help'"),
+        "{args:?}: {err}"
+    );
     assert!(
         err.contains(flag),
         "{args:?}: message does not name {flag}: {err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// `-h` prints the usage text `--help` prints, at the top level and after
+/// either command; a command line with no command is a one-line error.
+#[test]
+fn short_h_is_help_everywhere() {
+    for before in [&[][..], &["scan"], &["report"]] {
+        let mut texts = Vec::new();
+        for flag in ["-h", "--help"] {
+            let mut args = before.to_vec();
+            args.push(flag);
+            let out = run(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{args:?}: {err}");
+            assert!(err.is_empty(), "{args:?}: {err}");
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            assert!(
+                text.starts_with("usage: pagestream-bench"),
+                "{args:?}: {text}"
+            );
+            texts.push(text);
+        }
+        assert_eq!(texts[0], texts[1], "{before:?}: -h differs from --help");
+    }
+    bad(&[], "expected a command");
+    bad(&["scan", "-x"], "-x");
+}
+
+/// `scan --file` of a path that does not exist is an error naming it and
+/// `--create`, and creates nothing; with `--create`, a size larger than the
+/// free space is refused before anything is written.
+#[test]
+fn scan_creates_a_file_only_when_asked_and_when_it_fits() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("pagestream-bench-create-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("typo.dat");
+    let p = path.to_str().unwrap();
+    let base = [
+        "scan",
+        "--engine",
+        "threadpool",
+        "--pattern",
+        "forward",
+        "--cache",
+        "cold",
+        "--file",
+        p,
+    ];
+    for (extra, needles) in [
+        (&["--size", "2MiB"][..], &["does not exist", "--create"][..]),
+        (
+            &["--size", "1PiB", "--create"],
+            &["not enough free space", "1PiB asked for", " free on "],
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(p), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err} lacks {n:?}");
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "{args:?}: wrote {left:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

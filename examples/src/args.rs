@@ -1,11 +1,11 @@
 //! A small hand-rolled command-line parser: `--flag`, `--flag VALUE` and
-//! `--flag=VALUE`. Errors are [`UsageError`]s; [`UsageError::exit`] prints
-//! one and exits with code 2.
+//! `--flag=VALUE`, and `-h` for `--help`. Errors are [`UsageError`]s;
+//! [`UsageError::exit`] prints one on a single line and exits with code 2.
 
 use std::fmt;
 use std::str::FromStr;
 
-/// A bad command line: what was wrong, shown with the usage text.
+/// A bad command line: what was wrong (one line, pointing at `--help`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
@@ -18,17 +18,25 @@ impl fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 impl UsageError {
-    /// Prints `program: error: …` and `usage` to stderr and exits with 2.
-    pub fn exit(&self, program: &str, usage: &str) -> ! {
-        eprintln!("{program}: error: {self}\n\n{usage}");
+    /// Prints `program: error: …; see 'program --help'` (one line) to
+    /// stderr and exits with 2. The usage text is not repeated: it would
+    /// bury the one line that says what is wrong.
+    pub fn exit(&self, program: &str) -> ! {
+        eprintln!("{}", self.line(program));
         std::process::exit(2)
+    }
+
+    /// The line [`exit`](Self::exit) prints.
+    pub fn line(&self, program: &str) -> String {
+        format!("{program}: error: {self}; see '{program} --help'")
     }
 }
 
 /// One command-line item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Arg {
-    /// `--name` (with its value split off if given as `--name=value`).
+    /// `--name` (with its value split off if given as `--name=value`);
+    /// `-h` is `--help`.
     Flag(String),
     /// Anything not starting with `--`.
     Positional(String),
@@ -59,8 +67,9 @@ impl Args {
         }
     }
 
-    /// The next item, or `None` at the end. A flag given as `--flag=value`
-    /// whose value is not taken with [`value`](Self::value) is an error.
+    /// The next item, or `None` at the end. `-h` is returned as the flag
+    /// `help`. A flag given as `--flag=value` whose value is not taken with
+    /// [`value`](Self::value) is an error.
     pub fn next_arg(&mut self) -> Result<Option<Arg>, UsageError> {
         if let Some(v) = self.inline.take() {
             return Err(UsageError(format!(
@@ -79,6 +88,9 @@ impl Args {
             self.current = format!("--{name}");
             self.inline = value;
             Ok(Some(Arg::Flag(name.to_string())))
+        } else if item == "-h" {
+            self.current = item;
+            Ok(Some(Arg::Flag("help".to_string())))
         } else if item.starts_with('-') && item.len() > 1 {
             Err(UsageError(format!(
                 "unknown option {item:?} (options start with --)"
@@ -205,8 +217,9 @@ pub fn check_block_size(block_size: usize, size: u64) -> Result<(), UsageError> 
 
 /// The `main` of an example program: parses the command line with `parse`
 /// (`Ok(None)` asks for the usage text, printed to stdout; an error is
-/// printed with the usage text and exits with 2), then runs `run`; an error
-/// from it is printed as `program: error: …` and exits with 1.
+/// printed as one line with [`UsageError::exit`] and exits with 2), then
+/// runs `run`; an error from it is printed as `program: error: …` and exits
+/// with 1.
 pub fn main<O>(
     program: &str,
     usage: &str,
@@ -219,7 +232,7 @@ pub fn main<O>(
             println!("{usage}");
             return;
         }
-        Err(e) => e.exit(program, usage),
+        Err(e) => e.exit(program),
     };
     if let Err(e) = run(opts) {
         eprintln!("{program}: error: {e}");
@@ -228,7 +241,7 @@ pub fn main<O>(
 }
 
 /// Parses a size: a number with an optional unit `B`, `K`/`KiB`, `M`/`MiB`,
-/// `G`/`GiB`, `T`/`TiB` (powers of 1024; also `KB`, `MB`, … as powers of
+/// `G`/`GiB`, `T`/`TiB`, `P`/`PiB` (powers of 1024; also `KB`, `MB`, … as powers of
 /// 1024, case-insensitive), e.g. `256MiB`, `1GiB`, `4096`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -246,15 +259,22 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
+        "p" | "pb" | "pib" => 1 << 50,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (use KiB, MiB, GiB)")),
     };
     num.checked_mul(mult)
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
-/// Formats bytes as `1GiB`, `256MiB`, `12KiB` or `123B` (exact units only).
+/// Formats bytes as `1PiB`, `1GiB`, `256MiB`, `12KiB` or `123B` (exact units only).
 pub fn format_size(bytes: u64) -> String {
-    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+    for (unit, shift) in [
+        ("PiB", 50),
+        ("TiB", 40),
+        ("GiB", 30),
+        ("MiB", 20),
+        ("KiB", 10),
+    ] {
         if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
             return format!("{}{unit}", bytes >> shift);
         }
@@ -277,6 +297,7 @@ mod tests {
         assert_eq!(parse_size("256m"), Ok(256 << 20));
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("8KiB"), Ok(8192));
+        assert_eq!(parse_size("1PiB"), Ok(1 << 50));
         assert!(parse_size("").is_err());
         assert!(parse_size("GiB").is_err());
         assert!(parse_size("12XB").is_err());
@@ -313,5 +334,14 @@ mod tests {
         assert!(a.next_arg().unwrap_err().0.contains("takes no value"));
         let mut a = args(&["-x"]);
         assert!(a.next_arg().is_err());
+    }
+
+    #[test]
+    fn short_help_is_help() {
+        let mut a = args(&["-h", "--help"]);
+        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("help".into())));
+        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("help".into())));
+        let line = UsageError("unknown option --x".into()).line("prog");
+        assert_eq!(line, "prog: error: unknown option --x; see 'prog --help'");
     }
 }

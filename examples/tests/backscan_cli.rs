@@ -57,6 +57,7 @@ fn tiny_run_reports_json_per_row() {
         backscan(&[
             "--file",
             p,
+            "--create",
             "--size",
             "4MiB",
             "--pairs",
@@ -165,6 +166,7 @@ fn a_single_mode_runs_only_its_rows() {
         backscan(&[
             "--file",
             p,
+            "--create",
             "--size",
             "1MiB",
             "--pairs",
@@ -194,4 +196,24 @@ fn a_single_mode_runs_only_its_rows() {
         assert_eq!(field(l, "pairs"), "2", "{l}");
         assert_eq!(field(l, "pages"), "128", "{l}");
     }
+}
+
+/// `-h` prints the usage text, like `--help`.
+#[test]
+fn short_h_is_help() {
+    common::assert_short_help("backscan", env!("CARGO_BIN_EXE_backscan"), &[]);
+}
+
+/// A `--file` that does not exist is an error without `--create`: a
+/// mistyped path never becomes a new data file.
+#[test]
+fn missing_file_without_create_is_an_error_and_creates_nothing() {
+    common::assert_missing_file_is_not_created("backscan", env!("CARGO_BIN_EXE_backscan"), &[]);
+}
+
+/// A data file larger than the free space is refused before a byte is
+/// written.
+#[test]
+fn size_beyond_the_free_space_is_refused_before_writing() {
+    common::assert_too_large_is_refused("backscan", env!("CARGO_BIN_EXE_backscan"), &[]);
 }

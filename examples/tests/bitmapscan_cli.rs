@@ -15,7 +15,9 @@ fn bitmapscan(args: &[&str]) -> std::process::Output {
 /// returns its JSON lines.
 fn runs(tag: &str, extra: &[&str]) -> Vec<String> {
     let out = with_temp_file(tag, |p| {
-        let mut args = vec!["--file", p, "--size", "4MiB", "--json", "--repeat", "1"];
+        let mut args = vec![
+            "--file", p, "--create", "--size", "4MiB", "--json", "--repeat", "1",
+        ];
         args.extend_from_slice(extra);
         bitmapscan(&args)
     });
@@ -118,4 +120,24 @@ fn bad_command_lines_exit_2_with_a_message() {
         let out = bitmapscan(args);
         assert_usage_error("bitmapscan", args, needle, &out);
     }
+}
+
+/// `-h` prints the usage text, like `--help`.
+#[test]
+fn short_h_is_help() {
+    common::assert_short_help("bitmapscan", env!("CARGO_BIN_EXE_bitmapscan"), &[]);
+}
+
+/// A `--file` that does not exist is an error without `--create`: a
+/// mistyped path never becomes a new data file.
+#[test]
+fn missing_file_without_create_is_an_error_and_creates_nothing() {
+    common::assert_missing_file_is_not_created("bitmapscan", env!("CARGO_BIN_EXE_bitmapscan"), &[]);
+}
+
+/// A data file larger than the free space is refused before a byte is
+/// written.
+#[test]
+fn size_beyond_the_free_space_is_refused_before_writing() {
+    common::assert_too_large_is_refused("bitmapscan", env!("CARGO_BIN_EXE_bitmapscan"), &[]);
 }

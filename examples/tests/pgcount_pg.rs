@@ -556,3 +556,9 @@ fn bad_command_lines_exit_2() {
         common::assert_usage_error("pgcount", args, needle, &out);
     }
 }
+
+/// `-h` prints the usage text, like `--help`.
+#[test]
+fn short_h_is_help() {
+    common::assert_short_help("pgcount", env!("CARGO_BIN_EXE_pgcount"), &[]);
+}

@@ -34,7 +34,16 @@ fn loads_the_whole_file_into_the_pool() {
         // from cold and once with the ramp, for comparison.
         let mut all = Vec::new();
         for extra in [&["--repeat", "2"][..], &["--full", "off"]] {
-            let mut args = vec!["--file", p, "--size", "4MiB", "--json", "--max-ios", "4"];
+            let mut args = vec![
+                "--file",
+                p,
+                "--create",
+                "--size",
+                "4MiB",
+                "--json",
+                "--max-ios",
+                "4",
+            ];
             args.extend_from_slice(extra);
             let out = prewarm(&args);
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -75,4 +84,24 @@ fn loads_the_whole_file_into_the_pool() {
     assert_eq!(field(off[0], "full"), "false");
     // The ramp starts at one block: more, smaller reads.
     assert!(num(off[0], "reads") > 32.0, "{}", off[0]);
+}
+
+/// `-h` prints the usage text, like `--help`.
+#[test]
+fn short_h_is_help() {
+    common::assert_short_help("prewarm", env!("CARGO_BIN_EXE_prewarm"), &[]);
+}
+
+/// A `--file` that does not exist is an error without `--create`: a
+/// mistyped path never becomes a new data file.
+#[test]
+fn missing_file_without_create_is_an_error_and_creates_nothing() {
+    common::assert_missing_file_is_not_created("prewarm", env!("CARGO_BIN_EXE_prewarm"), &[]);
+}
+
+/// A data file larger than the free space is refused before a byte is
+/// written.
+#[test]
+fn size_beyond_the_free_space_is_refused_before_writing() {
+    common::assert_too_large_is_refused("prewarm", env!("CARGO_BIN_EXE_prewarm"), &[]);
 }

@@ -191,3 +191,9 @@ fn bad_command_lines_exit_2_with_a_message() {
         assert_usage_error("remote", args, needle, &out);
     }
 }
+
+/// `-h` prints the usage text, like `--help`.
+#[test]
+fn short_h_is_help() {
+    common::assert_short_help("remote", env!("CARGO_BIN_EXE_remote"), &[]);
+}

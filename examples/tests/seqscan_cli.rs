@@ -49,6 +49,7 @@ fn small_run_reports_json_per_run() {
             "threadpool",
             "--file",
             p,
+            "--create",
             "--size",
             "4MiB",
             "--json",
@@ -131,6 +132,7 @@ fn every_runtime_runs_with_one_checksum() {
             "all",
             "--file",
             p,
+            "--create",
             "--size",
             "4MiB",
             "--json",
@@ -215,4 +217,117 @@ fn every_runtime_runs_with_one_checksum() {
     assert_eq!(field(&cold("glommio"), "engine_bytes_copied"), "4194304");
     field(&cold("threadpool"), "engine_thread_preads");
     assert!(stderr.contains("all runs agree"), "{stderr}");
+}
+
+/// `-h` prints the usage text, like `--help`.
+#[test]
+fn short_h_is_help() {
+    common::assert_short_help("seqscan", env!("CARGO_BIN_EXE_seqscan"), &[]);
+}
+
+/// A `--file` that does not exist is an error without `--create`: a
+/// mistyped path never becomes a new data file.
+#[test]
+fn missing_file_without_create_is_an_error_and_creates_nothing() {
+    common::assert_missing_file_is_not_created("seqscan", env!("CARGO_BIN_EXE_seqscan"), &[]);
+}
+
+/// A data file larger than the free space is refused before a byte is
+/// written.
+#[test]
+fn size_beyond_the_free_space_is_refused_before_writing() {
+    common::assert_too_large_is_refused("seqscan", env!("CARGO_BIN_EXE_seqscan"), &[]);
+}
+
+/// A SIGINT that arrives while a data file is being created removes the
+/// partial file and ends the program by that signal (a shell's 130): the
+/// directory is left as it was.
+#[test]
+fn sigint_while_creating_leaves_no_partial_file() {
+    signal_while_creating_leaves_no_partial_file(libc::SIGINT, "sigint");
+}
+
+/// The same for SIGTERM (a shell's 143).
+#[test]
+fn sigterm_while_creating_leaves_no_partial_file() {
+    signal_while_creating_leaves_no_partial_file(libc::SIGTERM, "sigterm");
+}
+
+fn signal_while_creating_leaves_no_partial_file(sig: libc::c_int, tag: &str) {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let dir = common::temp_dir(&format!("seqscan-{tag}"));
+    // Large enough to still be writing when the signal comes (it is sent as
+    // soon as the temporary file appears), and within the free space.
+    let free = pagestream_examples::data::free_bytes(&dir).expect("free space");
+    let size = (free / 4).min(16 << 30) >> 20 << 20;
+    if size < 256 << 20 {
+        eprintln!("skipped: {free} bytes free in {}", dir.display());
+        return;
+    }
+    let path = dir.join("big.dat");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_seqscan"));
+    cmd.args(["--runtime", "threadpool", "--cache", "hot", "--create"])
+        .arg("--file")
+        .arg(&path)
+        .args(["--size", &size.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: between fork and exec the child only calls `signal`, which is
+    // async-signal-safe; it undoes a `sig` ignored by whatever started the
+    // test (SIGINT in a shell's background job), which the child would
+    // inherit and keep.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(sig, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn seqscan");
+    let kill_and_fail = |child: &mut std::process::Child, why: String| -> ! {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        panic!("{why}");
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !common::entries(&dir).iter().any(|n| n.contains(".tmp")) {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            kill_and_fail(
+                &mut child,
+                format!("seqscan ended ({st}) before creating the file"),
+            );
+        }
+        if Instant::now() > deadline {
+            kill_and_fail(&mut child, "no temporary file after 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = libc::pid_t::try_from(child.id()).expect("pid");
+    // SAFETY: `kill` has no memory-safety preconditions; `pid` is our child,
+    // which has not been reaped yet, so the id still names it.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            kill_and_fail(
+                &mut child,
+                format!("seqscan still running 30 s after signal {sig}"),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let left = common::entries(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "left behind after signal {sig} ({status})"
+    );
+    assert_eq!(status.signal(), Some(sig), "{status}");
 }

@@ -23,32 +23,96 @@
 use pagestream::ReadRequest;
 use pagestream_uring::op::{Kind, ReadOp};
 use pagestream_uring::UringFile;
+use std::cell::{Cell, RefCell};
 use std::io;
+use std::rc::Rc;
 use tokio_uring::{InFlightOneshot, OneshotOutputTransform, UnsubmittedOneshot};
 
 /// Turns the CQE into `(result, request)` ([`ReadOp::finish`]).
 pub(crate) struct ReadDone;
 
 /// A submitted read: resolves to `(result, request)` when its CQE arrives.
-pub(crate) type InFlight = InFlightOneshot<ReadOp, ReadDone>;
+pub(crate) type InFlight = InFlightOneshot<Stored, ReadDone>;
+
+/// The stable data of a read: its [`ReadOp`], and for a first submission
+/// the [`Rescue`] that gets the op back if submitting it fails.
+pub(crate) struct Stored {
+    op: Option<ReadOp>,
+    rescue: Option<Rc<Rescue>>,
+}
+
+/// Where a read that could not be submitted goes instead of being dropped.
+///
+/// tokio-uring's `UnsubmittedOneshot::submit` panics when the thread is not
+/// inside a tokio-uring runtime, before it pushes the SQE; the unwinding
+/// drops the operation, and with it the request, which would end as
+/// cancelled. While the rescue is armed (from before `submit` until it
+/// returns), dropping the [`Stored`] hands its op here instead, so the
+/// engine can end the request with an error saying what is wrong. The op
+/// was never given to the kernel, so nothing may still write into its
+/// memory.
+#[derive(Default)]
+pub(crate) struct Rescue {
+    armed: Cell<bool>,
+    op: RefCell<Option<ReadOp>>,
+}
+
+impl Rescue {
+    /// A rescue, armed.
+    pub(crate) fn armed() -> Rc<Rescue> {
+        let r = Rc::new(Rescue::default());
+        r.armed.set(true);
+        r
+    }
+
+    /// Disarms the rescue (the submission is over) and returns the op it
+    /// took, if the submission dropped it.
+    pub(crate) fn disarm(&self) -> Option<ReadOp> {
+        self.armed.set(false);
+        self.op.borrow_mut().take()
+    }
+}
+
+impl Drop for Stored {
+    fn drop(&mut self) {
+        if let Some(r) = &self.rescue {
+            if r.armed.get() {
+                *r.op.borrow_mut() = self.op.take();
+            }
+        }
+    }
+}
 
 /// The one-shot operation that reads `req` from `file`, ready to submit on
-/// the current thread's tokio-uring runtime, and which SQE it is.
+/// the current thread's tokio-uring runtime, and which SQE it is. With
+/// `rescue` (armed), a failed submission leaves the op there.
 pub(crate) fn read_op(
     file: &UringFile,
     req: ReadRequest,
-) -> (UnsubmittedOneshot<ReadOp, ReadDone>, Kind) {
+    rescue: Option<Rc<Rescue>>,
+) -> (UnsubmittedOneshot<Stored, ReadDone>, Kind) {
     let (op, sqe) = ReadOp::new(file, req);
     let kind = op.kind();
-    (UnsubmittedOneshot::new(op, ReadDone, sqe), kind)
+    let data = Stored {
+        op: Some(op),
+        rescue,
+    };
+    (UnsubmittedOneshot::new(data, ReadDone, sqe), kind)
 }
 
 impl OneshotOutputTransform for ReadDone {
     type Output = (io::Result<usize>, ReadRequest);
-    type StoredData = ReadOp;
+    type StoredData = Stored;
 
-    fn transform_oneshot_output(self, data: ReadOp, cqe: io_uring::cqueue::Entry) -> Self::Output {
+    fn transform_oneshot_output(
+        self,
+        mut data: Stored,
+        cqe: io_uring::cqueue::Entry,
+    ) -> Self::Output {
         // The CQE is in: the kernel is done with every pointer in the SQE.
-        data.finish(cqe.result())
+        // (A submitted op's rescue is disarmed: `Stored` is only ever
+        // emptied here or by a failed submission.)
+        let op = data.op.take().expect("a submitted read keeps its op");
+        op.finish(cqe.result())
     }
 }

@@ -34,6 +34,8 @@ use pagestream::{IoEngine, ReadRequest};
 use pagestream_uring::op::Kind;
 use std::fmt;
 use std::io;
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -43,11 +45,13 @@ use std::sync::Arc;
 /// A cheap handle (`Clone`, `Send`, `Sync`): the ring is the calling
 /// thread's, so the engine may be built anywhere, but streams using it must
 /// be polled inside `tokio_uring::start` (or [`crate::try_start`]), where
-/// reads are started. A read started on a thread with no tokio runtime, or
-/// on a multi-thread tokio runtime, fails with an error saying so. (On a
-/// plain current-thread tokio runtime, which cannot be told apart from
-/// tokio-uring's, tokio panics in `start_read`; the read then ends as
-/// cancelled.)
+/// reads are started. A read started anywhere else — no tokio runtime, a
+/// multi-thread one, or a plain current-thread one (as under
+/// `#[tokio::main(flavor = "current_thread")]`) — fails with an error
+/// saying so, and the stream goes on as after any failed read. (On a plain
+/// current-thread runtime tokio-uring's own panic message is printed by
+/// the panic hook first: see `start_read` for why; with `panic = "abort"`
+/// that case aborts.)
 ///
 /// Reads go straight into the frames, no copy: one `READ` when the
 /// request's frames are adjacent in memory, one `READV` with a buffer per
@@ -121,12 +125,7 @@ impl IoEngine for TokioUringEngine {
         // (no runtime, a multi-thread runtime) cannot be a tokio-uring one.
         let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
         if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::CurrentThread)) {
-            let err = io::Error::other(
-                "pagestream-tokio-uring: a read was started outside a tokio-uring runtime; \
-                 poll streams inside tokio_uring::start (or pagestream_tokio_uring::try_start)",
-            );
-            // An error ends the request: there is no remainder to issue.
-            drop(req.complete(Err(err)));
+            fail_outside(req);
             return;
         }
         // The SQE is pushed now, in the order reads are started, rather than
@@ -134,7 +133,13 @@ impl IoEngine for TokioUringEngine {
         // queue of `runtime_builder` the reads then go to the kernel a few
         // at a time while the stream is still starting the rest, instead of
         // all together when the thread parks.
-        let first = submit(file, &self.counters, req);
+        let first = match submit_first(file, &self.counters, req) {
+            Ok(first) => first,
+            Err(req) => {
+                fail_outside(req);
+                return;
+            }
+        };
         let task = read_task(file.clone(), Arc::clone(&self.counters), first);
         // Detached: the task completes the read whatever happens to the
         // stream. Dropping the JoinHandle does not cancel the task.
@@ -146,11 +151,79 @@ impl IoEngine for TokioUringEngine {
     }
 }
 
+/// Ends `req` with the error for a read started outside a tokio-uring
+/// runtime.
+fn fail_outside(req: ReadRequest) {
+    let err = io::Error::other(
+        "pagestream-tokio-uring: a read was started outside a tokio-uring runtime; \
+         poll streams inside tokio_uring::start (or pagestream_tokio_uring::try_start)",
+    );
+    // An error ends the request: there is no remainder to issue.
+    drop(req.complete(Err(err)));
+}
+
+/// The panic message of tokio-uring's `UnsubmittedOneshot::submit` on a
+/// thread that is not inside a tokio-uring runtime.
+const NOT_IN_CONTEXT: &str = "not in runtime context";
+
+/// [`submit`] for a read's first SQE, on a current-thread tokio runtime
+/// that may or may not be tokio-uring's: gives the request back if the
+/// thread is not inside a tokio-uring runtime.
+///
+/// Whether it is cannot be asked: tokio-uring 0.5 keeps its runtime context
+/// in a crate-private thread-local and every public entry point that needs
+/// it panics without it; the tokio runtime it runs on is an ordinary
+/// current-thread one (inside a `LocalSet`, which cannot be detected either
+/// without a panic). So the submission itself is the test: tokio-uring
+/// looks the context up, and panics without one, before it pushes the SQE
+/// or keeps anything; the op dropped by the unwinding goes to its
+/// [`buf::Rescue`], never having reached the kernel, and the request comes
+/// back whole. Only that panic is taken for "not inside tokio-uring"; any
+/// other resumes unchanged (its op dropped as before: the request ends as
+/// cancelled).
+fn submit_first(
+    file: &TokioUringFile,
+    counters: &Counters,
+    req: ReadRequest,
+) -> Result<buf::InFlight, ReadRequest> {
+    let rescue = buf::Rescue::armed();
+    let (op, kind) = buf::read_op(file, req, Some(Rc::clone(&rescue)));
+    // AssertUnwindSafe: after a panic nothing the closure touched is used
+    // again but the rescued op, which `submit` had not started on.
+    let submitted = std::panic::catch_unwind(AssertUnwindSafe(|| op.submit()));
+    let rescued = rescue.disarm();
+    match submitted {
+        Ok(in_flight) => {
+            count(counters, kind);
+            Ok(in_flight)
+        }
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str));
+            match rescued {
+                Some(op) if message.is_some_and(|m| m.contains(NOT_IN_CONTEXT)) => {
+                    Err(op.into_request())
+                }
+                _ => std::panic::resume_unwind(panic),
+            }
+        }
+    }
+}
+
 /// Builds the read of `req` and pushes its SQE to the current thread's
-/// ring.
+/// ring (inside a tokio-uring runtime: the read task's remainders).
 fn submit(file: &TokioUringFile, counters: &Counters, req: ReadRequest) -> buf::InFlight {
+    let (op, kind) = buf::read_op(file, req, None);
+    let in_flight = op.submit();
+    count(counters, kind);
+    in_flight
+}
+
+/// Counts a submitted read of `kind`.
+fn count(counters: &Counters, kind: Kind) {
     counters.reads.fetch_add(1, Ordering::Relaxed);
-    let (op, kind) = buf::read_op(file, req);
     match kind {
         Kind::Single => {}
         Kind::Vectored => {
@@ -160,7 +233,6 @@ fn submit(file: &TokioUringFile, counters: &Counters, req: ReadRequest) -> buf::
             counters.bounced.fetch_add(1, Ordering::Relaxed);
         }
     }
-    op.submit()
 }
 
 /// Awaits the read `first` (already submitted) and completes its request,

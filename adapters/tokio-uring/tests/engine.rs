@@ -12,8 +12,10 @@ use pagestream::testing::stamp;
 use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
 use pagestream_tokio_uring::try_start;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 const BS: usize = 8192;
 
@@ -125,4 +127,65 @@ fn read_outside_runtime_fails_cleanly() {
     drop(s);
     let ps = pool.stats();
     assert_eq!((ps.pinned, ps.reading, ps.valid), (0, 0, 0), "{ps}");
+}
+
+/// A stream polled on a plain tokio runtime, not tokio-uring's, gets the
+/// same clean error as outside any runtime, on a current-thread runtime (the
+/// flavour tokio-uring's is, as under `#[tokio::main(flavor =
+/// "current_thread")]`), inside a `LocalSet` on one, and on a multi-thread
+/// runtime; no panic, nothing left pinned or being read.
+#[test]
+fn read_on_a_plain_tokio_runtime_fails_cleanly() {
+    let Some(engine) = engine_or_skip("read_on_a_plain_tokio_runtime_fails_cleanly") else {
+        return;
+    };
+    let (file, _) = stamped(8, BS, false);
+    for flavor in ["current-thread", "current-thread LocalSet", "multi-thread"] {
+        let pool = BufferPool::new(16, BS).expect("pool");
+        let rt = if flavor == "multi-thread" {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_time()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+        }
+        .expect("tokio runtime");
+        let scan = async {
+            let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+                .build(source::forward(0..8))
+                .expect("build");
+            let first = tokio::time::timeout(Duration::from_secs(20), s.next()).await;
+            drop(s);
+            first
+        };
+        let run = AssertUnwindSafe(|| {
+            if flavor.ends_with("LocalSet") {
+                tokio::task::LocalSet::new().block_on(&rt, scan)
+            } else {
+                rt.block_on(scan)
+            }
+        });
+        let first = std::panic::catch_unwind(run)
+            .unwrap_or_else(|_| panic!("{flavor}: polling the stream panicked"))
+            .unwrap_or_else(|_| panic!("{flavor}: no item within 20 s"))
+            .expect("an item");
+        let e = first.expect_err("a read outside tokio-uring must fail");
+        assert!(
+            matches!(ReadError::from_io(&e), Some(ReadError::Io { block: 0, .. })),
+            "{flavor}: {e}"
+        );
+        assert!(
+            e.to_string().contains("outside a tokio-uring runtime"),
+            "{flavor}: {e}"
+        );
+        let ps = pool.stats();
+        assert_eq!(
+            (ps.pinned, ps.reading, ps.valid),
+            (0, 0, 0),
+            "{flavor}: {ps}"
+        );
+    }
 }

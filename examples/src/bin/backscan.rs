@@ -50,9 +50,11 @@ alternate; every run is cold (fsync + POSIX_FADV_DONTNEED, residency checked
 with mincore, refused if more than 1% stays resident).
 
 options:
-  --file PATH         data file (created, stamped, if absent; default
-                      target/pagestream-data/seqscan-<size>.dat, the file
-                      seqscan uses for that size)
+  --file PATH         data file (default target/pagestream-data/
+                      seqscan-<size>.dat, the file seqscan uses for that
+                      size, created, stamped, if absent)
+  --create            with --file: create PATH (stamped, --size bytes) if it
+                      does not exist; without it a missing PATH is an error
   --size SIZE         size of a file to create (default 256MiB, not seqscan's
                       1GiB: the full matrix is 4 limits x 2 directions x
                       2 combining settings x 2 modes x 7 pairs = 224 cold
@@ -98,6 +100,7 @@ impl Dir {
 #[derive(Debug)]
 struct Opts {
     file: Option<PathBuf>,
+    create: bool,
     size: u64,
     /// O_DIRECT off/on, in the order run.
     modes: Vec<bool>,
@@ -140,6 +143,7 @@ fn parse_list(s: &str) -> Result<Vec<usize>, String> {
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     let mut o = Opts {
         file: None,
+        create: false,
         size: 256 << 20,
         modes: vec![false, true],
         combining: vec![false, true],
@@ -163,6 +167,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         match name.as_str() {
             "help" => return Ok(None),
             "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "create" => o.create = true,
             "size" => o.size = args.parsed(parse_size)?,
             "mode" => {
                 let (modes, given) = args.parsed(|s| match s {
@@ -795,7 +800,13 @@ fn disk_note(out: &mut String, rows: &[Row], bytes: u64) {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) = data::scan_file("backscan", o.file.as_deref(), o.size, o.block_size)?;
+    let (path, nblocks) = data::scan_file(
+        "backscan",
+        o.file.as_deref(),
+        o.create,
+        o.size,
+        o.block_size,
+    )?;
     let bytes = nblocks * o.block_size as u64;
     let engine = ThreadPoolEngine::builder()
         .threads(o.threads)

@@ -68,8 +68,10 @@ flag); cold runs across max_ios settings, with kernel read-ahead on, off
 (POSIX_FADV_RANDOM) and O_DIRECT, on the thread-pool engine.
 
 options:
-  --file PATH         data file (created, stamped, if absent; default
-                      target/pagestream-data/seqscan-<size>.dat)
+  --file PATH         data file (default target/pagestream-data/
+                      seqscan-<size>.dat, created, stamped, if absent)
+  --create            with --file: create PATH (stamped, --size bytes) if it
+                      does not exist; without it a missing PATH is an error
   --size SIZE         size of a file to create (default 1GiB)
   --density D         fraction of tuples that match, 0 < D <= 1 (default 0.001)
   --pattern P         uniform | clustered (default uniform)
@@ -123,6 +125,7 @@ impl Mode {
 #[derive(Debug)]
 struct Opts {
     file: Option<PathBuf>,
+    create: bool,
     size: u64,
     density: f64,
     pattern: Pattern,
@@ -152,6 +155,7 @@ fn parse_list<T>(s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<Vec
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     let mut o = Opts {
         file: None,
+        create: false,
         size: 1 << 30,
         density: 0.001,
         pattern: Pattern::Uniform,
@@ -173,6 +177,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         match name.as_str() {
             "help" => return Ok(None),
             "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "create" => o.create = true,
             "size" => o.size = args.parsed(parse_size)?,
             "density" => o.density = args.number()?,
             "pattern" => {
@@ -491,7 +496,13 @@ fn json(o: &Opts, r: &Run, path: &str, blocks: u64, bitmap: &Bitmap) -> JsonObje
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) = data::scan_file("bitmapscan", o.file.as_deref(), o.size, o.block_size)?;
+    let (path, nblocks) = data::scan_file(
+        "bitmapscan",
+        o.file.as_deref(),
+        o.create,
+        o.size,
+        o.block_size,
+    )?;
     let per_page = o.block_size / TUPLE;
     let cond = Condition::new(&o, nblocks);
     let bitmap = Bitmap::build(&cond, nblocks, per_page, o.exact_pages);

@@ -38,6 +38,8 @@ options:
   --file PATH         file to load (default: seqscan's data file,
                       target/pagestream-data/seqscan-<size>.dat, created if
                       absent)
+  --create            with --file: create PATH (stamped, --size bytes) if it
+                      does not exist; without it a missing PATH is an error
   --size SIZE         size of a data file to create (default 1GiB)
   --runtime NAME      threadpool | tokio-uring | glommio | all, or a
                       comma-separated list (default threadpool); glommio
@@ -73,6 +75,7 @@ impl Mode {
 #[derive(Debug)]
 struct Opts {
     file: Option<PathBuf>,
+    create: bool,
     size: u64,
     runtimes: Vec<Runtime>,
     mode: Mode,
@@ -88,6 +91,7 @@ struct Opts {
 fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     let mut o = Opts {
         file: None,
+        create: false,
         size: 1 << 30,
         runtimes: vec![Runtime::ThreadPool],
         mode: Mode::Cold,
@@ -106,6 +110,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         match name.as_str() {
             "help" => return Ok(None),
             "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "create" => o.create = true,
             "size" => o.size = args.parsed(parse_size)?,
             "runtime" => {
                 o.runtimes =
@@ -296,7 +301,8 @@ impl Workload for Loads<'_> {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) = data::scan_file("prewarm", o.file.as_deref(), o.size, o.block_size)?;
+    let (path, nblocks) =
+        data::scan_file("prewarm", o.file.as_deref(), o.create, o.size, o.block_size)?;
     let plain = File::open(&path)?;
     let sh = Shared {
         o,

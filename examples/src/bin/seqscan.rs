@@ -63,8 +63,10 @@ options:
                       comma-separated list (default all); glommio reads with
                       O_DIRECT only: its cold runs use O_DIRECT, its warm runs
                       are skipped
-  --file PATH         data file (created, stamped, if absent; default
-                      target/pagestream-data/seqscan-<size>.dat)
+  --file PATH         data file (default target/pagestream-data/
+                      seqscan-<size>.dat, created, stamped, if absent)
+  --create            with --file: create PATH (stamped, --size bytes) if it
+                      does not exist; without it a missing PATH is an error
   --size SIZE         size of a file to create (default 1GiB; e.g. 256MiB)
   --cache MODE        cold | warm | hot | all (default all)
   --direct            open the file with O_DIRECT (no warm runs)
@@ -111,6 +113,7 @@ impl Mode {
 struct Opts {
     runtimes: Vec<Runtime>,
     file: Option<PathBuf>,
+    create: bool,
     size: u64,
     modes: Vec<Mode>,
     direct: bool,
@@ -137,6 +140,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     let mut o = Opts {
         runtimes: Runtime::ALL.to_vec(),
         file: None,
+        create: false,
         size: 1 << 30,
         modes: vec![Mode::Cold, Mode::Warm, Mode::Hot],
         direct: false,
@@ -167,6 +171,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
                     args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
             }
             "file" => o.file = Some(PathBuf::from(args.value()?)),
+            "create" => o.create = true,
             "size" => o.size = args.parsed(parse_size)?,
             "cache" => {
                 cache_given = true;
@@ -783,7 +788,8 @@ fn print_row(r: &Run) {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) = data::scan_file("seqscan", o.file.as_deref(), o.size, o.block_size)?;
+    let (path, nblocks) =
+        data::scan_file("seqscan", o.file.as_deref(), o.create, o.size, o.block_size)?;
     if o.modes.contains(&Mode::Hot) {
         if let Some(f) = o.pool_frames {
             if (f as u64) < nblocks {
