@@ -624,8 +624,13 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
                     if !this.shared.pool.wait_io(f, cx.waker()) {
                         continue;
                     }
-                    // Our own reads may finish first and free a slot.
+                    // Our own reads may finish first and free a slot. One
+                    // that finished since the mailbox was last drained woke
+                    // the previous waker, not this one: look again.
                     this.shared.waker.register(cx.waker());
+                    if this.shared.has_done.load(Ordering::Acquire) != 0 {
+                        continue;
+                    }
                 }
             }
             if this.wait_started.is_none() {
