@@ -12,6 +12,19 @@ use std::ops::Range;
 
 /// What tells a stream which block to read next.
 ///
+/// The stream asks for blocks as it looks ahead, at most its look-ahead
+/// distance ahead of the pages handed out (blocks past the end of the file,
+/// which it hands out as errors, count like pages).
+///
+/// **The end is final.** Once `next_block` has returned `None` the stream
+/// never calls it again, until [`ReadStream::reset`](crate::ReadStream::reset)
+/// gives it a source to continue from; a source need not be fused, and
+/// one that would name more blocks after `None` is simply not asked.
+///
+/// A `next_block` that panics unwinds out of the stream's `poll_next`; the
+/// stream keeps every pin where dropping it releases it, and polled again it
+/// goes on (the page it was handing out when the source panicked comes next).
+///
 /// ```
 /// use pagestream::source::{self, BlockSource};
 /// let mut s = source::backward(3..6);

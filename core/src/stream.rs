@@ -396,14 +396,24 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         self.shared.pool.unpin(frame);
     }
 
-    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Vec<u32>, descending: bool) {
+    fn start_read(
+        &mut self,
+        slot: u32,
+        first: BlockNumber,
+        frames: Vec<u32>,
+        descending: bool,
+        advise: bool,
+    ) {
+        let n = frames.len() as u64;
+        // The request owns the frames (in IO) before engine code runs: if
+        // `advise` or `start_read` panics, dropping it ends the read as
+        // cancelled, so no frame is left in IO with no read to end it.
         let req = ReadRequest::new(Arc::clone(self.shared), slot, first, frames, descending);
+        if advise {
+            let bs = self.shared.pool.block_size as u64;
+            self.engine.advise(self.file, first * bs, n * bs);
+        }
         self.engine.start_read(self.file, req);
-    }
-
-    fn advise(&mut self, first: BlockNumber, n: usize) {
-        let bs = self.shared.pool.block_size as u64;
-        self.engine.advise(self.file, first * bs, n as u64 * bs);
     }
 
     fn frames_available(&mut self, reader: bool) -> usize {
@@ -614,8 +624,13 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
                     if !this.shared.pool.wait_io(f, cx.waker()) {
                         continue;
                     }
-                    // Our own reads may finish first and free a slot.
+                    // Our own reads may finish first and free a slot. One
+                    // that finished since the mailbox was last drained woke
+                    // the previous waker, not this one: look again.
                     this.shared.waker.register(cx.waker());
+                    if this.shared.has_done.load(Ordering::Acquire) != 0 {
+                        continue;
+                    }
                 }
             }
             if this.wait_started.is_none() {

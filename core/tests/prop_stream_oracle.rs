@@ -11,15 +11,22 @@
 //! with a random short count now and then (the remainder goes back into the
 //! queue, as an engine must issue it). Several streams may share the pool.
 //!
+//! Each source is watched: it must never be pulled more than the pin budget
+//! (plus one block taken but not yet queued) ahead of the pages and errors
+//! handed out, and never asked again once it has said `None` (it is not
+//! fused: asked again, it would name another block).
+//!
 //! Not modelled: real threads (see the conformance suite with the latency
 //! wrapper), cancellation (conformance `stalled_read_cancelled`).
 
 use futures::task::noop_waker;
 use futures::Stream;
+use pagestream::source::BlockSource;
 use pagestream::testing::{stamp, MemEngine, MemFile, SplitMix};
-use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadRequest, ReadStream};
+use pagestream::{BufferPool, EngineFile, IoEngine, ReadRequest, ReadStream};
 use proptest::prelude::*;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -35,6 +42,36 @@ impl IoEngine for Manual {
     }
     fn name(&self) -> &'static str {
         "manual"
+    }
+}
+
+/// The blocks of `seq`, then `None`, then (if asked again, which the stream
+/// must never do) block 0 forever; counts the blocks it named and the calls
+/// after its end.
+struct Watched {
+    seq: std::vec::IntoIter<u64>,
+    ended: bool,
+    pulled: Arc<AtomicUsize>,
+    asked_after_end: Arc<AtomicUsize>,
+}
+
+impl BlockSource for Watched {
+    type Data = ();
+    fn next_block(&mut self) -> Option<(u64, ())> {
+        if self.ended {
+            self.asked_after_end.fetch_add(1, Ordering::Relaxed);
+            return Some((0, ()));
+        }
+        match self.seq.next() {
+            Some(b) => {
+                self.pulled.fetch_add(1, Ordering::Relaxed);
+                Some((b, ()))
+            }
+            None => {
+                self.ended = true;
+                None
+            }
+        }
     }
 }
 
@@ -96,16 +133,26 @@ proptest! {
         let seed_file = file.seed();
         let pool = BufferPool::new(frames, 8192).unwrap();
         let q: Queue = Arc::default();
+        let pulled: Vec<Arc<AtomicUsize>> = seqs.iter().map(|_| Arc::default()).collect();
+        let asked_after_end: Vec<Arc<AtomicUsize>> = seqs.iter().map(|_| Arc::default()).collect();
         let mut streams: Vec<_> = seqs
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(k, s)| {
+                let src = Watched {
+                    seq: s.clone().into_iter(),
+                    ended: false,
+                    pulled: Arc::clone(&pulled[k]),
+                    asked_after_end: Arc::clone(&asked_after_end[k]),
+                };
                 ReadStream::builder(&pool, Manual(q.clone()), file.clone())
                     .max_ios(max_ios)
                     .io_combine_limit(combine)
-                    .build(source::iter(s.clone()))
+                    .build(src)
                     .unwrap()
             })
             .collect();
+        let budget = (max_ios + 1) * combine;
         let mut pos = vec![0usize; streams.len()];
         let mut done = vec![false; streams.len()];
         let mut rng = SplitMix::new(seed);
@@ -154,6 +201,15 @@ proptest! {
                     }
                     Poll::Pending => {}
                 }
+                let ahead = pulled[k].load(Ordering::Relaxed) - pos[k];
+                prop_assert!(
+                    ahead <= budget + 1,
+                    "stream {}: {} blocks pulled ahead of the consumer, budget {}", k, ahead, budget
+                );
+                prop_assert_eq!(
+                    asked_after_end[k].load(Ordering::Relaxed), 0,
+                    "stream {}: the source was asked again after it said None", k
+                );
             }
             if pump(&q, &mut rng, short) {
                 progressed = true;

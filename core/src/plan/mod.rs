@@ -39,8 +39,11 @@
 //!
 //! # Distance
 //!
-//! `distance` bounds `pinned + pending_n`. It starts at 1 (the fully cached
-//! case needs no look-ahead) and follows PostgreSQL 18:
+//! `distance` bounds the queue: every entry taken from the source and not yet
+//! handed out counts, pinned or pending, and errors too (a block past the end
+//! holds no pin, but a source naming nothing else is still pulled only as far
+//! as the distance). It starts at 1 (the fully cached case needs no
+//! look-ahead) and follows PostgreSQL 18:
 //!
 //! - it **doubles** each time the consumer takes the first page of a read
 //!   this stream started, whether or not it had to wait;
@@ -63,8 +66,8 @@
 //! # Starting reads
 //!
 //! The pending read is started when it reaches the effective combine limit,
-//! when a non-continuing block arrives, when the source ends, or when it
-//! fills the whole distance with nothing pinned; otherwise it is kept to grow
+//! when a non-continuing block arrives, when the source ends, or when the
+//! queue fills the whole distance with nothing pinned; otherwise it is kept to grow
 //! (PostgreSQL's rule). At most `max_ios` reads are in flight (`max_ios = 0`
 //! means one, without advice, as in PostgreSQL). Advice, when the engine says
 //! it helps, is given for reads that do not continue the previous one (the
@@ -85,6 +88,19 @@
 //! each reaches the head, so only a block that fails alone is reported, in
 //! its place, and the stream goes on. Blocks past the end of the file are
 //! reported in their place without I/O.
+//!
+//! # The source's end, and user code that panics
+//!
+//! Once the source has returned `None` it is never asked again until
+//! `reset`: the end of a source is final (see
+//! [`BlockSource`](crate::BlockSource)), whatever is still pending.
+//!
+//! User code runs inside the planner: the source, and through the [`Env`]
+//! the engine. Every entry holding a pin is in the queue or in `handing`
+//! (the one `pop` hands out while it looks ahead) whenever that code runs,
+//! so a panic leaves every pin where `reset`, and so the stream's drop,
+//! releases it; a read's frames belong to its request before the engine
+//! sees it (see [`Env::start_read`]).
 
 mod entry;
 #[cfg(test)]
@@ -130,10 +146,19 @@ pub(crate) trait Env<D> {
     fn claim_io(&mut self, frame: u32) -> Lookup;
     /// Drops a pin.
     fn unpin(&mut self, frame: u32);
-    /// Starts a read into `frames` (ascending blocks from `first`).
-    fn start_read(&mut self, slot: u32, first: BlockNumber, frames: Vec<u32>, descending: bool);
-    /// Gives advice for `n` blocks from `first`.
-    fn advise(&mut self, first: BlockNumber, n: usize);
+    /// Starts a read into `frames` (ascending blocks from `first`), giving
+    /// the engine advice for it first if `advise`. The frames are in IO from
+    /// the moment they are claimed, so the request that ends their IO must
+    /// own them before any engine code (advice included) runs: if that code
+    /// panics, dropping the request ends the read as cancelled.
+    fn start_read(
+        &mut self,
+        slot: u32,
+        first: BlockNumber,
+        frames: Vec<u32>,
+        descending: bool,
+        advise: bool,
+    );
     /// Frames this stream may hold for look-ahead now. `reader`: whether
     /// the stream is reading blocks itself (its last look-ahead started a
     /// read) rather than following reads other streams make (it only found
@@ -219,9 +244,17 @@ pub(crate) struct Planner<D> {
     ios_in_progress: usize,
     /// Block after the last forward read started (sequential detection).
     seq_next: Option<BlockNumber>,
-    /// A block taken from the source but not yet queued.
+    /// A block taken from the source but not yet queued (never set once
+    /// the source has ended).
     stashed: Option<(BlockNumber, D)>,
+    /// The source has returned `None`: it is not asked again until `reset`.
     exhausted: bool,
+    /// The entry [`pop`](Self::pop) is handing out while it looks ahead.
+    /// Look-ahead runs user code (the source, the engine); held here rather
+    /// than on `pop`'s stack, an entry whose hand-out is cut short by a panic
+    /// stays where `reset` (and so the stream's drop) releases its pin, and
+    /// the next poll hands it out.
+    handing: Option<Entry<D>>,
     in_fast_path: bool,
     /// Frames the pool could spare at the last look-ahead.
     frames_limit: usize,
@@ -267,6 +300,7 @@ impl<D> Planner<D> {
             seq_next: None,
             stashed: None,
             exhausted: false,
+            handing: None,
             in_fast_path: false,
             spare_runs: Vec::new(),
             stats: StreamStats::default(),
@@ -367,9 +401,28 @@ impl<D> Planner<D> {
                 || b / self.cfg.segment_blocks == last / self.cfg.segment_blocks)
     }
 
+    /// The next block from the source: the stashed one first. Once the
+    /// source has returned `None` it is not asked again until `reset` (the
+    /// end of a source is final; see [`BlockSource`](crate::BlockSource)).
+    #[inline]
+    fn pull(&mut self, env: &mut impl Env<D>) -> Option<(BlockNumber, D)> {
+        if let Some(x) = self.stashed.take() {
+            return Some(x);
+        }
+        if self.exhausted {
+            return None;
+        }
+        let next = env.next_block();
+        if next.is_none() {
+            self.exhausted = true;
+        }
+        next
+    }
+
     /// Looks ahead as far as distance and limits allow. PostgreSQL's
     /// `read_stream_look_ahead`.
     pub(crate) fn look_ahead(&mut self, env: &mut impl Env<D>) {
+        debug_assert!(!(self.exhausted && self.stashed.is_some()));
         if self.exhausted && self.pending_n == 0 {
             return;
         }
@@ -385,7 +438,10 @@ impl<D> Planner<D> {
                 stop = Some(Limit::MaxIos);
                 break;
             }
-            if self.pinned + self.pending_n >= self.distance {
+            // Every queued entry counts, errors included: a block past the
+            // end holds no pin, but a source naming nothing else must still
+            // be pulled only as far as the distance.
+            if self.queue.len() >= self.distance {
                 stop = Some(if self.distance >= self.cfg.budget {
                     Limit::PinBudget
                 } else if self.distance >= cap {
@@ -401,12 +457,8 @@ impl<D> Planner<D> {
                 }
                 continue;
             }
-            let (b, d) = match self.stashed.take().or_else(|| env.next_block()) {
-                Some(x) => x,
-                None => {
-                    self.exhausted = true;
-                    break;
-                }
+            let Some((b, d)) = self.pull(env) else {
+                break;
             };
             let valid = env.check_block(b);
             if valid.is_ok() && self.extends(b) {
@@ -446,7 +498,7 @@ impl<D> Planner<D> {
         if self.pending_n > 0
             && self.ios_in_progress < self.cfg.max_ios
             && (self.pending_n >= eff_combine
-                || (self.pending_n >= self.distance && self.pinned == 0)
+                || (self.queue.len() >= self.distance && self.pinned == 0)
                 || self.exhausted)
         {
             self.start_pending(env, eff_combine);
@@ -595,8 +647,8 @@ impl<D> Planner<D> {
         if descending {
             st.backward_reads += 1;
         }
-        if self.advise_this(first, descending) {
-            env.advise(first, n);
+        let advise = self.advise_this(first, descending);
+        if advise {
             self.stats.advice += 1;
         }
         self.seq_next = if descending {
@@ -604,11 +656,15 @@ impl<D> Planner<D> {
         } else {
             Some(first + n as u64)
         };
-        env.start_read(slot, first, run, descending);
+        // Last: the planner's state is whole before engine code runs.
+        env.start_read(slot, first, run, descending, advise);
     }
 
     /// Makes the head entry ready if it can, starting what it needs.
     pub(crate) fn prepare_head(&mut self, env: &mut impl Env<D>) -> Head {
+        if self.handing.is_some() {
+            return Head::Ready;
+        }
         loop {
             let Some(head) = self.queue.front() else {
                 if self.exhausted && self.pending_n == 0 && self.stashed.is_none() {
@@ -689,6 +745,10 @@ impl<D> Planner<D> {
     /// Takes the ready head entry. Moves the distance (PostgreSQL 18 rule)
     /// and looks ahead again.
     pub(crate) fn pop(&mut self, env: &mut impl Env<D>) -> Entry<D> {
+        if let Some(e) = self.handing.take() {
+            // A hand-out a panic in look-ahead cut short: its turn now.
+            return e;
+        }
         // Planted bug for the property tests (see plan/tests.rs): hand two
         // ready pages out of order now and then.
         #[cfg(pagestream_mutant = "swap")]
@@ -726,10 +786,14 @@ impl<D> Planner<D> {
         // Look ahead when there is room for a whole read (or nothing is
         // queued), not after every page: a read is then started at full size
         // when it can be, and a scan that needs no new read pays nothing.
-        let room = self.distance.saturating_sub(self.pinned + self.pending_n);
-        if room >= self.distance.min(self.eff_combine()) || self.pinned == 0 {
+        let room = self.distance.saturating_sub(self.queue.len());
+        let e = if room >= self.distance.min(self.eff_combine()) || self.pinned == 0 {
+            self.handing = Some(e);
             self.look_ahead(env);
-        }
+            self.handing.take().expect("the entry being handed out")
+        } else {
+            e
+        };
         self.in_fast_path = self.cfg.fast_path
             && self.ios_in_progress == 0
             && self.pinned == 1
@@ -746,8 +810,8 @@ impl<D> Planner<D> {
     /// anything else.
     pub(crate) fn fast_pop(&mut self, env: &mut impl Env<D>) -> Entry<D> {
         debug_assert!(self.in_fast_path && self.queue.len() == 1 && self.ios_in_progress == 0);
-        match env.next_block() {
-            None => self.exhausted = true,
+        match self.pull(env) {
+            None => {}
             Some((b, d)) => match env.check_block(b) {
                 Err(e) => self.queue.push_back(Entry::failed(b, d, e.into())),
                 Ok(()) => match env.lookup(b) {
@@ -833,16 +897,20 @@ impl<D> Planner<D> {
         if let Some(e) = self.queue.iter_mut().find(|e| e.frame != NO_FRAME) {
             e.frame = NO_FRAME;
         }
-        for e in self.queue.drain(..) {
+        // Every pin first, then the entries: dropping their data runs user
+        // code, which may panic.
+        for e in self.queue.iter_mut().chain(self.handing.as_mut()) {
             if e.frame != NO_FRAME {
-                env.unpin(e.frame);
+                env.unpin(std::mem::replace(&mut e.frame, NO_FRAME));
             }
-        }
-        for io in self.ios.iter_mut().flatten() {
-            io.orphan = true;
         }
         self.pinned = 0;
         self.pending_n = 0;
+        self.handing = None;
+        self.queue.clear();
+        for io in self.ios.iter_mut().flatten() {
+            io.orphan = true;
+        }
         self.dir = Dir::One;
         self.stashed = None;
         self.exhausted = false;

@@ -9,7 +9,10 @@
 //!
 //! Properties: order and exactly-once (with per-block data), `max_ios` and
 //! `io_combine_limit` never exceeded, look-ahead pins never above the pin
-//! budget, every pin released (after the end, after `reset`), every read a
+//! budget, blocks taken from the source ahead of the consumer (errors
+//! included) never above the pin budget plus one, the source never asked
+//! again once it has returned `None` (the model's source is not fused),
+//! every pin released (after the end, after `reset`), every read a
 //! run of consecutive blocks that were consecutive in the source (ascending,
 //! or descending when flagged so), and — in the steady state (cold, budget
 //! not binding, full-sized from the start) — a maximal run of `n` blocks,
@@ -42,6 +45,11 @@ struct SimRead {
 
 struct Sim {
     source: std::vec::IntoIter<(u64, usize)>,
+    /// The source has returned `None`. It is not fused: asked again, it
+    /// names a block (a violation: the end of a source is final).
+    ended: bool,
+    /// Blocks the source has named.
+    pulled: usize,
     nblocks: u64,
     /// frame → (block, status, pins)
     frames: Vec<(u64, St, usize)>,
@@ -73,6 +81,8 @@ impl Sim {
                 .map(|(i, b)| (b, i))
                 .collect::<Vec<_>>()
                 .into_iter(),
+            ended: false,
+            pulled: 0,
             nblocks,
             frames: Vec::new(),
             map: HashMap::new(),
@@ -126,7 +136,17 @@ impl Sim {
 
 impl Env<usize> for Sim {
     fn next_block(&mut self) -> Option<(u64, usize)> {
-        self.source.next()
+        if self.ended {
+            self.violations
+                .push("the source was asked again after it returned None".into());
+            return Some((0, usize::MAX));
+        }
+        let next = self.source.next();
+        match next {
+            Some(_) => self.pulled += 1,
+            None => self.ended = true,
+        }
+        next
     }
     fn check_block(&self, block: u64) -> Result<(), ReadError> {
         if block < self.nblocks {
@@ -187,7 +207,14 @@ impl Env<usize> for Sim {
         assert!(fr.2 > 0, "unpin of unpinned frame");
         fr.2 -= 1;
     }
-    fn start_read(&mut self, slot: u32, first: u64, frames: Vec<u32>, descending: bool) {
+    fn start_read(
+        &mut self,
+        slot: u32,
+        first: u64,
+        frames: Vec<u32>,
+        descending: bool,
+        _advise: bool,
+    ) {
         let n = frames.len();
         if n > self.combine {
             self.violations
@@ -216,7 +243,6 @@ impl Env<usize> for Sim {
         self.in_flight.push(SimRead { slot, frames });
         self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
     }
-    fn advise(&mut self, _first: u64, _n: usize) {}
     fn frames_available(&mut self, _reader: bool) -> usize {
         self.avail
     }
@@ -325,6 +351,14 @@ fn drive(
                 }
             }
         }
+        // Look-ahead bounds what is taken from the source, errors included:
+        // the queue never outgrows the distance (at most the pin budget),
+        // plus one block taken but not yet queued.
+        let ahead = sim.pulled - out.len();
+        assert!(
+            ahead <= budget.max(1) + 1,
+            "{ahead} blocks taken from the source ahead of the consumer, budget {budget}"
+        );
         let planner_pins = sim.pins() - held.len();
         max_planner_pins = max_planner_pins.max(planner_pins);
         assert!(

@@ -31,6 +31,12 @@
 //!    pinned frame is ever reassigned, and every stale slot stops matching.
 //! 4. The tag (`file`, `block`) is written only by the holder of that claim
 //!    pin, before the frame is published in a slot.
+//! 5. Nothing but the pin count's owners changes the pin count, and the
+//!    state word is only ever changed by a CAS or an atomic add: after 2^32
+//!    claims of a frame a stale slot names its generation again, so a
+//!    lookup through that slot may pin even a claimed, unpublished frame (to
+//!    check its tag and unpin) at any moment. A plain store would drop that
+//!    pin, and its unpin would then take the claim's.
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -190,6 +196,61 @@ impl FrameHeader {
                 Err(cur) => s = cur,
             }
         }
+    }
+
+    /// The claim holder's step from a claimed EMPTY frame to IO, usage one,
+    /// just before it publishes the frame for a read. Keeps every pin
+    /// (rule 5). Fails with the status seen if it is no longer EMPTY: a
+    /// lookup through a stale slot naming this generation *and* the block
+    /// just written to the tag has started the read itself.
+    #[inline]
+    pub(crate) fn claimed_to_io(&self) -> Result<(), Status> {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(pins(s) > 0);
+            if status(s) != Status::Empty {
+                return Err(status(s));
+            }
+            let n = (with_status(s, Status::Io) & !USAGE_MASK) | USAGE_ONE;
+            // Release: the tag written before is visible with the status.
+            match self
+                .state
+                .compare_exchange_weak(s, n, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(cur) => s = cur,
+            }
+        }
+    }
+
+    /// Drops the claim pin of a claimed, unpublished frame and clears its
+    /// usage: it is free again, at the same generation, once no one else
+    /// pins it. Keeps every other pin and the status (rule 5: a lookup
+    /// through a stale slot may hold a pin, or even a read it started).
+    #[inline]
+    pub(crate) fn release_claim(&self) {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(pins(s) > 0);
+            let n = (s & !USAGE_MASK) - 1;
+            match self
+                .state
+                .compare_exchange_weak(s, n, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(cur) => s = cur,
+            }
+        }
+    }
+
+    /// Sets the generation, as `2^32 - k` claims would have (tests only).
+    #[cfg(test)]
+    pub(crate) fn set_gen(&self, g: u32) {
+        let s = self.state.load(Ordering::Relaxed);
+        self.state.store(
+            (s & ((1 << GEN_SHIFT) - 1)) | (u64::from(g) << GEN_SHIFT),
+            Ordering::SeqCst,
+        );
     }
 
     #[inline]

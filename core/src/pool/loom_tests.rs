@@ -112,3 +112,39 @@ fn loom_waiter_is_never_lost() {
         p.unpin(f);
     });
 }
+
+/// After 2^32 claims of the one frame, a lookup of file 7 block 0 through
+/// its stale slot (whose generation has come round again) races a miss that
+/// claims and installs the frame for file 8 block 1. The stale lookup may
+/// pin the frame at any point of the claim and install; it always misses
+/// (the tag is never 7/0) and lets go, and the read keeps its own pin: the
+/// frame ends VALID with no pin left over and none taken twice.
+#[test]
+fn loom_install_keeps_a_pin_taken_through_a_wrapped_stale_slot() {
+    loom::model(|| {
+        let pool = pool(1);
+        let p = Arc::clone(&pool.inner);
+        let mut old = p.file_view(7);
+        warm(&p, &mut old, 0);
+        let f = 0;
+        let g = frame::gen(p.header(f).load());
+        let mut other = p.file_view(9);
+        warm(&p, &mut other, 3);
+        // 2^32 - 2 claims later: the next claim brings generation `g` back,
+        // which the slot of 7/0 still names.
+        p.header(f).set_gen(g.wrapping_sub(1));
+        let p2 = Arc::clone(&p);
+        let stale = loom::thread::spawn(move || p2.lookup_existing(&mut old, 0));
+        let mut v = p.file_view(8);
+        let f1 = match p.lookup(&mut v, 1, None) {
+            Ok(Lookup::Read(f1)) => f1,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(stale.join().unwrap(), Ok(None), "7/0 must miss");
+        let s = p.header(f1).load();
+        assert_eq!((frame::pins(s), frame::status(s)), (1, Status::Io));
+        p.finish_io(f1, true);
+        p.unpin(f1);
+        assert_eq!(frame::pins(p.header(f1).load()), 0);
+    });
+}

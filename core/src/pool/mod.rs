@@ -524,13 +524,24 @@ impl PoolInner {
                     SlotPin::Stale => {}
                 }
             }
-            // Rule 4: tag first, then IO status, then publish.
+            // Rule 4: tag first, then IO status, then publish. Rule 5: a
+            // lookup through a stale slot naming generation `g` may hold a
+            // pin on the frame; the step to IO keeps it.
             hdr.file.store(file, Ordering::Relaxed);
             hdr.block.store(block, Ordering::Relaxed);
-            hdr.state.store(
-                frame::claimed(g, Status::Io) | frame::USAGE_ONE,
-                Ordering::Release,
-            );
+            if hdr.claimed_to_io().is_err() {
+                // Such a lookup matched this very block and started its read
+                // into the frame: follow that read, published under the
+                // slot's unchanged value (or unpublished, if another frame
+                // was installed for the block meanwhile; it still fills).
+                let _ = slot.compare_exchange(
+                    cur,
+                    table::pack(victim, g),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                return Ok(self.classify_pinned(victim));
+            }
             match slot.compare_exchange(
                 cur,
                 table::pack(victim, g),
@@ -539,9 +550,11 @@ impl PoolInner {
             ) {
                 Ok(_) => return Ok(Lookup::Read(victim)),
                 Err(actual) => {
-                    // Never published, so nobody else saw the IO status.
-                    hdr.state
-                        .store(frame::claimed(g, Status::Empty), Ordering::Release);
+                    // Never published. Only a lookup through a stale slot
+                    // (rule 5) that found this very tag can have seen the IO
+                    // status and be waiting for it: end it as a failed read
+                    // would, waking any waiter, keeping every pin.
+                    self.finish_io(victim, false);
                     cur = actual;
                 }
             }
@@ -551,10 +564,8 @@ impl PoolInner {
     /// Returns a claimed frame that was never published to the free state.
     fn release_claim(&self, f: u32) {
         let hdr = self.header(f);
-        let g = frame::gen(hdr.load());
         hdr.file.store(NO_FILE, Ordering::Relaxed);
-        hdr.state
-            .store(u64::from(g) << frame::GEN_SHIFT, Ordering::Release);
+        hdr.release_claim();
     }
 
     /// Tries to claim frame `f` for another block: succeeds if it is

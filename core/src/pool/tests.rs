@@ -47,6 +47,86 @@ fn a_stale_slot_never_pins_another_block_even_after_the_generation_wraps() {
     );
 }
 
+/// After 2^32 claims of a frame, the slot file 7 block 0 left behind names
+/// the frame's generation again. This claims the frame at that generation.
+/// Returns the frame, its generation, and file 7's view.
+fn claim_at_wrapped_gen(p: &PoolInner) -> (u32, u32, FileView) {
+    let mut a = p.file_view(7);
+    let f = read_valid(p, &mut a, 0);
+    let g = frame::gen(p.header(f).load());
+    let mut other = p.file_view(9);
+    assert_eq!(read_valid(p, &mut other, 3), f, "one frame, reused");
+    // 2^32 - 2 claims later: the next claim brings generation `g` back.
+    p.header(f).set_gen(g.wrapping_sub(1));
+    assert_eq!(p.sweep(), Ok(f), "the one frame, claimed");
+    assert_eq!(frame::gen(p.header(f).load()), g);
+    (f, g, a)
+}
+
+/// A lookup through a stale slot whose generation has come round again
+/// pins the frame (then checks the tag and unpins) even while another
+/// thread holds the frame claimed for a new block. Installing the claimed
+/// frame, and giving the claim back, must keep that pin: a state word
+/// stored whole would drop it, and the lookup's unpin would then take the
+/// claim's (a read's frame with no pin, free to be taken for another block
+/// under the read).
+#[test]
+fn install_and_release_keep_a_pin_taken_through_a_wrapped_stale_slot() {
+    // Install, taking the slot-changed path once (the slot is not what the
+    // caller found: the claim goes back to EMPTY and is tried again).
+    let p = pool(1);
+    let (f, g, _a) = claim_at_wrapped_gen(&p);
+    assert_eq!(
+        p.header(f).pin_if_gen(g),
+        PinIf::Pinned,
+        "the stale lookup pins"
+    );
+    let mut b = p.file_view(8);
+    let not_what_is_there = table::pack(f, g.wrapping_add(9));
+    assert_eq!(
+        p.install(f, &mut b, 1, not_what_is_there),
+        Ok(Lookup::Read(f))
+    );
+    assert_eq!(frame::pins(p.header(f).load()), 2, "claim + stale lookup");
+    // The stale lookup sees file 8's tag, not file 7's, and lets go.
+    p.header(f).unpin();
+    let s = p.header(f).load();
+    assert_eq!(
+        (frame::pins(s), frame::status(s)),
+        (1, Status::Io),
+        "the read keeps its pin"
+    );
+    assert_eq!(
+        p.sweep(),
+        Err(Exhausted),
+        "a frame under a read cannot be taken"
+    );
+    p.finish_io(f, true);
+    p.unpin(f);
+    assert_eq!(frame::pins(p.header(f).load()), 0);
+
+    // Release of a claim that was never installed.
+    let p = pool(1);
+    let (f, g, _a) = claim_at_wrapped_gen(&p);
+    assert_eq!(p.header(f).pin_if_gen(g), PinIf::Pinned);
+    p.release_claim(f);
+    let s = p.header(f).load();
+    assert_eq!(
+        frame::pins(s),
+        1,
+        "the stale lookup's pin survives the release"
+    );
+    assert_eq!(frame::gen(s), g);
+    assert_eq!(
+        p.sweep(),
+        Err(Exhausted),
+        "a frame someone pins cannot be taken"
+    );
+    p.header(f).unpin();
+    assert_eq!(frame::pins(p.header(f).load()), 0);
+    assert!(matches!(p.sweep(), Ok(x) if x == f), "free again");
+}
+
 /// A frame at the most pins it can count refuses another pin instead of
 /// carrying into its status bits.
 #[test]
