@@ -14,6 +14,16 @@
 //! obligation, and `UnsubmittedOneshot::new` being a safe function, it is
 //! kept by ownership alone: nothing here uses `unsafe`.
 //!
+//! Dropping the data of a read that did not finish cancels its request,
+//! which runs user code (its finish hooks, its waiters' wakers). tokio-uring
+//! does that inside its driver, while it waits for the completions of the
+//! other reads in flight at shutdown; a panic unwinding out of there would
+//! abandon that wait (and trip tokio-uring's own check that every operation
+//! is done, a panic during the unwind: the process aborts). So the stored
+//! data, [`Stable`], drops its op under `catch_unwind` and never unwinds
+//! into tokio-uring; the first panic caught is kept for this thread and
+//! resumed by [`crate::try_start`] once its runtime is gone ([`take_panic`]).
+//!
 //! Why not `File::read_at` with an `IoBufMut` wrapper: it needs a
 //! `tokio_uring::fs::File`, which is `!Send` (an `Rc`'d descriptor), while
 //! pagestream's files are cheap `Send + Clone` handles; it also panics when
@@ -23,32 +33,76 @@
 use pagestream::ReadRequest;
 use pagestream_uring::op::{Kind, ReadOp};
 use pagestream_uring::UringFile;
+use std::any::Any;
+use std::cell::RefCell;
 use std::io;
 use tokio_uring::{InFlightOneshot, OneshotOutputTransform, UnsubmittedOneshot};
+
+/// A panic caught while dropping a read's data.
+type Panic = Box<dyn Any + Send + 'static>;
+
+thread_local! {
+    /// The first panic [`Stable`]'s drop caught on this thread and nobody
+    /// has taken yet.
+    static PANIC: RefCell<Option<Panic>> = const { RefCell::new(None) };
+}
+
+/// Takes the first panic caught while dropping reads' data on this thread
+/// (see the module docs), if any.
+pub(crate) fn take_panic() -> Option<Panic> {
+    PANIC.try_with(|p| p.borrow_mut().take()).ok().flatten()
+}
+
+/// The stable data of a read: its op, which is taken out when the CQE is
+/// turned into the result, and otherwise dropped (the request cancelled)
+/// without unwinding (module docs).
+pub(crate) struct Stable(Option<ReadOp>);
+
+impl Drop for Stable {
+    fn drop(&mut self) {
+        let Some(op) = self.0.take() else {
+            return;
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(op)));
+        if let Err(p) = r {
+            let _ = PANIC.try_with(|slot| {
+                slot.borrow_mut().get_or_insert(p);
+            });
+        }
+    }
+}
 
 /// Turns the CQE into `(result, request)` ([`ReadOp::finish`]).
 pub(crate) struct ReadDone;
 
 /// A submitted read: resolves to `(result, request)` when its CQE arrives.
-pub(crate) type InFlight = InFlightOneshot<ReadOp, ReadDone>;
+pub(crate) type InFlight = InFlightOneshot<Stable, ReadDone>;
 
 /// The one-shot operation that reads `req` from `file`, ready to submit on
 /// the current thread's tokio-uring runtime, and which SQE it is.
 pub(crate) fn read_op(
     file: &UringFile,
     req: ReadRequest,
-) -> (UnsubmittedOneshot<ReadOp, ReadDone>, Kind) {
+) -> (UnsubmittedOneshot<Stable, ReadDone>, Kind) {
     let (op, sqe) = ReadOp::new(file, req);
     let kind = op.kind();
-    (UnsubmittedOneshot::new(op, ReadDone, sqe), kind)
+    (
+        UnsubmittedOneshot::new(Stable(Some(op)), ReadDone, sqe),
+        kind,
+    )
 }
 
 impl OneshotOutputTransform for ReadDone {
     type Output = (io::Result<usize>, ReadRequest);
-    type StoredData = ReadOp;
+    type StoredData = Stable;
 
-    fn transform_oneshot_output(self, data: ReadOp, cqe: io_uring::cqueue::Entry) -> Self::Output {
+    fn transform_oneshot_output(
+        self,
+        mut data: Stable,
+        cqe: io_uring::cqueue::Entry,
+    ) -> Self::Output {
         // The CQE is in: the kernel is done with every pointer in the SQE.
-        data.finish(cqe.result())
+        let op = data.0.take().expect("a read's op is taken once, here");
+        op.finish(cqe.result())
     }
 }
