@@ -148,26 +148,40 @@ struct InFlight {
     reads: RefCell<HashMap<u64, Weak<RefCell<Option<ReadRequest>>>>>,
 }
 
+/// A panic caught while cancelling a read.
+type Panic = Box<dyn std::any::Any + Send + 'static>;
+
 impl InFlight {
-    fn cancel_all(&self) -> usize {
+    /// Cancels every read in the registry, and returns how many, with the
+    /// first panic a cancellation raised. Dropping a request runs user code
+    /// (its finish hooks, its waiters' wakers); a panic there must not stop
+    /// the loop, or the reads after it would stay "being read" forever and
+    /// every stream waiting for their blocks would hang.
+    fn cancel_all(&self) -> (usize, Option<Panic>) {
         let reads = std::mem::take(&mut *self.reads.borrow_mut());
         let mut n = 0;
+        let mut panic = None;
         for slot in reads.into_values().filter_map(|w| w.upgrade()) {
             // Take it out first: dropping a request runs wake-ups, which
             // must not find the slot borrowed.
             let req = slot.borrow_mut().take();
             if let Some(req) = req {
-                drop(req);
                 n += 1;
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(req)));
+                if let Err(p) = r {
+                    panic.get_or_insert(p);
+                }
             }
         }
-        n
+        (n, panic)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.cancel_all();
+        // At thread exit a panic escaping a thread-local's destructor would
+        // abort the process; the panic hook has already reported it.
+        drop(self.cancel_all());
     }
 }
 
@@ -189,8 +203,19 @@ thread_local! {
 /// `LocalExecutor::run` returns (before dropping the executor) whenever a
 /// pool may outlive the executor; it also runs by itself when the thread
 /// exits.
+///
+/// # Panics
+///
+/// If a cancelled read's finish hook (or a waker it wakes) panics: every
+/// read is cancelled first, then the first such panic is resumed.
 pub fn cancel_reads_in_flight() -> usize {
-    IN_FLIGHT.try_with(InFlight::cancel_all).unwrap_or(0)
+    let (n, panic) = IN_FLIGHT
+        .try_with(InFlight::cancel_all)
+        .unwrap_or((0, None));
+    if let Some(p) = panic {
+        std::panic::resume_unwind(p);
+    }
+    n
 }
 
 /// Reads the request in `slot` to its end: reads the enclosing aligned

@@ -3,7 +3,7 @@
 
 use futures::StreamExt;
 use pagestream::testing::files::temp_path;
-use pagestream::testing::{stamp, StampedFile};
+use pagestream::testing::{stamp, PanicOnFinish, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, ReadStream};
 use pagestream_glommio::{cancel_reads_in_flight, make_executor, GlommioEngine, GlommioFile};
 use std::future::Future;
@@ -144,5 +144,69 @@ fn executor_shutdown_with_reads_in_flight() {
         s.close().await;
         file.close().await.expect("close");
     });
+    tmp.remove();
+}
+
+/// Reads are in flight when the executor's run ends, and the first read's
+/// finish hook panics when `cancel_reads_in_flight` cancels it: the panic
+/// reaches the caller only after every other read is cancelled too, so no
+/// frame is left "being read" (a stream waiting for such a block would
+/// wait forever), and a new executor reads every page right through the
+/// same pool. Several rounds: the registry is walked in no fixed order.
+#[test]
+fn hook_panic_while_cancelling_strands_no_read() {
+    let (streams, per) = (16u64, 8u64);
+    let n = streams * per;
+    let tmp = StampedFile::new("cancel-panic", n, BS);
+    let (path, seed) = (tmp.path(), tmp.seed());
+    let pool = BufferPool::new(2 * n as usize, BS).expect("pool");
+    for round in 0..4 {
+        let ex = make_executor().expect("executor");
+        let reading = ex.run(async {
+            let file = GlommioFile::open(path, BS).await.expect("open");
+            let engine = PanicOnFinish::new(GlommioEngine::new(), 0);
+            for i in 0..streams {
+                let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+                    .max_ios(0)
+                    .io_combine_limit(per as usize)
+                    .full(true)
+                    .build(source::forward(i * per..(i + 1) * per))
+                    .expect("build");
+                assert!(poll_once(&mut s.next()).await.is_pending());
+                drop(s); // its read stays in flight
+            }
+            pool.stats().reading
+        });
+        assert_eq!(reading, n as usize, "round {round}: not every read started");
+        let r = std::panic::catch_unwind(cancel_reads_in_flight);
+        assert!(
+            r.is_err(),
+            "round {round}: the hook's panic did not reach the caller"
+        );
+        drop(ex);
+        let ps = pool.stats();
+        assert_eq!((ps.pinned, ps.reading), (0, 0), "round {round}: {ps}");
+        let ex = make_executor().expect("executor");
+        ex.run(async {
+            let file = GlommioFile::open(path, BS).await.expect("open");
+            let mut s = ReadStream::builder(&pool, GlommioEngine::new(), file.clone())
+                .build(source::forward(0..n))
+                .expect("build");
+            let mut i = 0;
+            while let Some(page) = s.next().await {
+                let page = page.expect("page");
+                assert!(
+                    stamp::check(seed, i, &page),
+                    "round {round}: block {i} wrong"
+                );
+                i += 1;
+            }
+            assert_eq!(i, n, "round {round}");
+            s.close().await;
+            // The next round's reads must not be served from the pool.
+            pool.invalidate(file.id());
+            file.close().await.expect("close");
+        });
+    }
     tmp.remove();
 }

@@ -14,6 +14,16 @@
 //! obligation, and `UnsubmittedOneshot::new` being a safe function, it is
 //! kept by ownership alone: nothing here uses `unsafe`.
 //!
+//! Dropping the data of a read that did not finish cancels its request,
+//! which runs user code (its finish hooks, its waiters' wakers). tokio-uring
+//! does that inside its driver, while it waits for the completions of the
+//! other reads in flight at shutdown; a panic unwinding out of there would
+//! abandon that wait (and trip tokio-uring's own check that every operation
+//! is done, a panic during the unwind: the process aborts). So the stored
+//! data, [`Stored`], drops its op under `catch_unwind` and never unwinds
+//! into tokio-uring; the first panic caught is kept for this thread and
+//! resumed by [`crate::try_start`] once its runtime is gone ([`take_panic`]).
+//!
 //! Why not `File::read_at` with an `IoBufMut` wrapper: it needs a
 //! `tokio_uring::fs::File`, which is `!Send` (an `Rc`'d descriptor), while
 //! pagestream's files are cheap `Send + Clone` handles; it also panics when
@@ -23,10 +33,26 @@
 use pagestream::ReadRequest;
 use pagestream_uring::op::{Kind, ReadOp};
 use pagestream_uring::UringFile;
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
 use tokio_uring::{InFlightOneshot, OneshotOutputTransform, UnsubmittedOneshot};
+
+/// A panic caught while dropping a read's data.
+type Panic = Box<dyn Any + Send + 'static>;
+
+thread_local! {
+    /// The first panic [`Stored`]'s drop caught on this thread and nobody
+    /// has taken yet.
+    static PANIC: RefCell<Option<Panic>> = const { RefCell::new(None) };
+}
+
+/// Takes the first panic caught while dropping reads' data on this thread
+/// (see the module docs), if any.
+pub(crate) fn take_panic() -> Option<Panic> {
+    PANIC.try_with(|p| p.borrow_mut().take()).ok().flatten()
+}
 
 /// Turns the CQE into `(result, request)` ([`ReadOp::finish`]).
 pub(crate) struct ReadDone;
@@ -34,8 +60,11 @@ pub(crate) struct ReadDone;
 /// A submitted read: resolves to `(result, request)` when its CQE arrives.
 pub(crate) type InFlight = InFlightOneshot<Stored, ReadDone>;
 
-/// The stable data of a read: its [`ReadOp`], and for a first submission
-/// the [`Rescue`] that gets the op back if submitting it fails.
+/// The stable data of a read: its [`ReadOp`], which is taken out when the
+/// CQE is turned into the result, and for a first submission the
+/// [`Rescue`] that gets the op back if submitting it fails. Dropped with
+/// the op still in it, it cancels the request without unwinding (module
+/// docs).
 pub(crate) struct Stored {
     op: Option<ReadOp>,
     rescue: Option<Rc<Rescue>>,
@@ -75,10 +104,20 @@ impl Rescue {
 
 impl Drop for Stored {
     fn drop(&mut self) {
+        let Some(op) = self.op.take() else {
+            return;
+        };
         if let Some(r) = &self.rescue {
             if r.armed.get() {
-                *r.op.borrow_mut() = self.op.take();
+                *r.op.borrow_mut() = Some(op);
+                return;
             }
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(op)));
+        if let Err(p) = r {
+            let _ = PANIC.try_with(|slot| {
+                slot.borrow_mut().get_or_insert(p);
+            });
         }
     }
 }

@@ -146,9 +146,25 @@ pub fn runtime_builder() -> tokio_uring::Builder {
 /// Like `tokio_uring::start`, but with [`runtime_builder`]'s settings, and
 /// returns an error instead of panicking when the runtime (its ring) cannot
 /// be created.
+///
+/// # Panics
+///
+/// If `future` panics; or if, as the runtime shuts down with reads still in
+/// flight, a cancelled read's finish hook (or a waker it wakes) panics: that
+/// panic is resumed here once the runtime is gone and the kernel is done
+/// with every read. (Under a runtime started otherwise, tokio-uring's
+/// shutdown swallows it after the panic hook has reported it: resuming it
+/// inside tokio-uring's driver would abort the process.)
 pub fn try_start<F: Future>(future: F) -> io::Result<F::Output> {
     probe()?;
     let rt = tokio_uring::Runtime::new(&runtime_builder())
         .map_err(|e| io::Error::new(e.kind(), format!("cannot start tokio-uring: {e}")))?;
-    Ok(rt.block_on(future))
+    // A panic left by a runtime started elsewhere on this thread is not ours.
+    drop(buf::take_panic());
+    let out = rt.block_on(future);
+    drop(rt);
+    if let Some(p) = buf::take_panic() {
+        std::panic::resume_unwind(p);
+    }
+    Ok(out)
 }

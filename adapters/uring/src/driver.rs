@@ -39,6 +39,15 @@
 //! refusing that wait (1000 failures in a row with no completion, signals
 //! not counted: a kernel bug), the ops are leaked rather than freed under
 //! the kernel.
+//!
+//! None of this depends on user code behaving. Completing or cancelling a
+//! read runs its finish hooks and wakes its waiters' wakers, any of which
+//! may panic. Wherever the driver does that while other reads are in
+//! flight ([`Driver::reap`], `Drop`), each read is completed under
+//! `catch_unwind` and the driver carries on (every reaped read completed,
+//! and in `Drop` every CQE waited for); only then is the first panic
+//! resumed. An unwind never carries the driver out of a loop that still
+//! owes the kernel a wait.
 
 use crate::op::{Kind, ReadOp};
 use crate::UringFile;
@@ -57,9 +66,24 @@ const WAKE_TOKEN: u64 = u64::MAX;
 /// `user_data` of the cancellations the driver's `Drop` submits.
 const CANCEL_TOKEN: u64 = u64::MAX - 1;
 
-/// `IORING_ENTER_GETEVENTS` (`linux/io_uring.h`; the io-uring crate does not
-/// export its flag constants).
+/// `io_uring_enter` flags (`linux/io_uring.h`; the io-uring crate does not
+/// export them): wait for completions, wake the SQPOLL thread, wait for room
+/// in the submission queue.
 const IORING_ENTER_GETEVENTS: u32 = 1;
+const IORING_ENTER_SQ_WAKEUP: u32 = 2;
+const IORING_ENTER_SQ_WAIT: u32 = 4;
+
+/// A panic caught while completing a read, resumed once the driver has
+/// done what it owes the kernel.
+type Panic = Box<dyn std::any::Any + Send + 'static>;
+
+/// Runs `f` (user code: hooks, wakers) and keeps the first panic in
+/// `first` instead of unwinding.
+fn catching(first: &mut Option<Panic>, f: impl FnOnce()) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        first.get_or_insert(p);
+    }
+}
 
 /// The settings a [`Driver`] is built with (see
 /// [`UringBuilder`](crate::UringBuilder) for what each means).
@@ -364,9 +388,31 @@ impl Driver {
                 return Ok(());
             }
             if self.sqpoll {
-                // The kernel thread takes entries on its own: wait until it
-                // has made room (submit() would not wait for it).
-                let _ = ring.submitter().squeue_wait();
+                // The kernel thread takes entries on its own, but only while
+                // it is awake: after its idle time it sleeps until woken
+                // (IORING_SQ_NEED_WAKEUP), and waiting for room alone
+                // (SQ_WAIT) would then wait forever. The queued entries are
+                // already visible to it (the push published the tail), so
+                // waking it is the flush; wake and wait in one call. The
+                // wake is unconditional: it does nothing to a thread that is
+                // awake, and reading NEED_WAKEUP first would race with the
+                // thread going to sleep.
+                Self::bump(&self.counters.submit_calls, 1);
+                // SAFETY: no SQEs are submitted by this call (to_submit 0;
+                // the SQPOLL thread takes them) and no argument pointer is
+                // passed; the flags only wake the SQ thread and wait for
+                // room in the submission queue.
+                let r = unsafe {
+                    ring.submitter().enter::<libc::sigset_t>(
+                        0,
+                        0,
+                        IORING_ENTER_SQ_WAKEUP | IORING_ENTER_SQ_WAIT,
+                        None,
+                    )
+                };
+                if r.is_ok() {
+                    self.queued.set(0);
+                }
                 continue;
             }
             drop(ring);
@@ -386,8 +432,21 @@ impl Driver {
             return;
         }
         Self::bump(&self.counters.submit_calls, 1);
+        self.sqpoll_fence();
         if self.ring.borrow().submit().is_ok() {
             self.queued.set(0);
+        }
+    }
+
+    /// With SQPOLL, orders the publication of the submission queue's tail
+    /// before the read of the ring's flags that decides whether the SQ
+    /// thread must be woken (the io-uring crate reads them with no fence).
+    /// Without it the two could pass each other: the thread, finding the
+    /// queue empty, goes to sleep while we, finding no NEED_WAKEUP, do not
+    /// wake it, and a wait for completions never ends.
+    fn sqpoll_fence(&self) {
+        if self.sqpoll {
+            std::sync::atomic::fence(Ordering::SeqCst);
         }
     }
 
@@ -395,11 +454,13 @@ impl Driver {
     /// pushes their remainders. Returns how many CQEs it took.
     ///
     /// Two phases: first every CQE is taken and each read's op moved out of
-    /// the table, then the reads are completed. A panic while completing
-    /// one (a hook, a filter, a waker) thus never leaves a read in the table
-    /// whose CQE is gone (nothing would ever finish it, and `Drop` would
-    /// wait for it forever): on unwind the ops not yet completed are
-    /// dropped, which cancels their requests — safe, their CQEs are in.
+    /// the table, then the reads are completed. A read whose CQE is gone
+    /// thus never stays in the table (nothing would ever finish it, and
+    /// `Drop` would wait for it forever). A panic while completing one (a
+    /// hook, a filter, a waker) is caught; the other reads are completed
+    /// (and their remainders pushed) all the same, and the first panic is
+    /// resumed at the end. Reads still in flight stay in the table either
+    /// way.
     pub(crate) fn reap(&self) -> usize {
         let mut done = std::mem::take(&mut *self.reaped.borrow_mut());
         let mut n = 0;
@@ -420,19 +481,26 @@ impl Driver {
                 }
             }
         }
+        let mut panic = None;
         for (op, res) in done.drain(..) {
-            let file = op.file().clone();
-            let (result, req) = op.finish(res);
-            if let Ok(b) = &result {
-                Self::bump(&self.counters.bytes, *b as u64);
-            }
             // No borrow of the driver is held here: completing wakes tasks
-            // and runs hooks.
-            if let Some(rest) = req.complete(result) {
-                self.push(&file, rest);
-            }
+            // and runs hooks (and a failed push of a remainder completes
+            // it with the error).
+            catching(&mut panic, || {
+                let file = op.file().clone();
+                let (result, req) = op.finish(res);
+                if let Ok(b) = &result {
+                    Self::bump(&self.counters.bytes, *b as u64);
+                }
+                if let Some(rest) = req.complete(result) {
+                    self.push(&file, rest);
+                }
+            });
         }
         *self.reaped.borrow_mut() = done;
+        if let Some(p) = panic {
+            std::panic::resume_unwind(p);
+        }
         n
     }
 
@@ -475,6 +543,7 @@ impl Driver {
             return;
         }
         Self::bump(&self.counters.waits, 1);
+        self.sqpoll_fence();
         // EINTR, or EBUSY while completions overflow: the caller reaps and
         // comes back.
         if self.ring.borrow().submit_and_wait(1).is_ok() {
@@ -541,15 +610,22 @@ impl Drop for Driver {
             let cancel = opcode::AsyncCancel::new(key)
                 .build()
                 .user_data(CANCEL_TOKEN);
-            // SAFETY: a cancellation points to no memory.
+            // SAFETY: a cancellation points to no memory. (A full queue is
+            // waited on as for reads, the SQPOLL thread woken.)
             let _ = unsafe { self.push_sqe(&cancel) };
         }
         // Every op stays until its CQE is in (not through `reap`, which
-        // would complete the reads and push remainders).
+        // would complete the reads and push remainders). Dropping an op runs
+        // user code (its hooks, its waiters' wakers); a panic there is held
+        // until every CQE is in, so that no unwind leaves this loop with
+        // reads the kernel may still write into (the field drop glue would
+        // then close the ring and free the rest of them).
+        let mut panic = None;
         // Failed waits in a row (EINTR does not count: a signal handler may
         // interrupt us any number of times while reads are slow).
         let mut failures = 0;
         while self.ops.get_mut().len > 0 {
+            self.sqpoll_fence();
             let r = self.ring.get_mut().submit_and_wait(1);
             let ring = self.ring.get_mut();
             let done: Vec<u64> = ring.completion().map(|c| c.user_data()).collect();
@@ -561,7 +637,8 @@ impl Drop for Driver {
                     // The kernel is done with this op: dropping it drops the
                     // request unfinished, which returns its frames to EMPTY
                     // and tells its stream the read was cancelled.
-                    drop(self.ops.get_mut().remove(key as usize));
+                    let op = self.ops.get_mut().remove(key as usize);
+                    catching(&mut panic, || drop(op));
                 }
             }
             match r {
@@ -572,10 +649,19 @@ impl Drop for Driver {
                         // leak the reads (frames stay "being read") rather
                         // than free memory it may still write.
                         std::mem::forget(std::mem::take(self.ops.get_mut()));
-                        return;
+                        break;
                     }
                 }
                 _ => {}
+            }
+        }
+        // The kernel holds no pointer into anything of ours any more: the
+        // first panic may go on (unless this drop runs during an unwind,
+        // where a second panic would abort the process; the panic hook has
+        // already reported it).
+        if let Some(p) = panic {
+            if !std::thread::panicking() {
+                std::panic::resume_unwind(p);
             }
         }
     }

@@ -3,8 +3,9 @@
 //! once its reads are over,
 //! a runtime dropped with reads in flight leaves no frame valid or pinned,
 //! reads started outside `block_on` fail cleanly, wake-ups from other
-//! threads end a wait, two runtimes share a pool, and bad settings are
-//! refused with errors naming them.
+//! threads end a wait, two runtimes share a pool, a SQPOLL thread asleep
+//! is woken when the submission queue is full (while reading and in the
+//! drop), and bad settings are refused with errors naming them.
 
 mod common;
 
@@ -373,6 +374,114 @@ fn sqpoll_small_queue_fails_no_read() {
         }
         assert_eq!(i, order.len());
     });
+}
+
+/// Runs `f` on a thread of its own and waits at most 30 s for it: a hang
+/// becomes a failure naming `what` (the stuck thread is left behind; it
+/// cannot be stopped).
+fn within_30s<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok(Ok(out)) => out,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(e) => panic!("{what} did not finish within 30 s ({e})"),
+    }
+}
+
+/// With a kernel thread polling the submission queue and a submission
+/// batch larger than the queue, reads are pushed after the thread has gone
+/// to sleep (its idle time long past): the queue fills, and the driver must
+/// wake the thread to make room instead of waiting for room that never
+/// comes.
+#[test]
+fn sqpoll_full_queue_wakes_the_sleeping_thread() {
+    let name = "sqpoll_full_queue_wakes_the_sleeping_thread";
+    let got = within_30s(
+        "a runtime starting 8 reads on a 4-entry SQPOLL queue",
+        move || {
+            let b = UringRuntime::builder()
+                .entries(4)
+                .submit_batch(64)
+                .sqpoll(1);
+            let rt = runtime_or_skip_with(name, b)?;
+            let streams = 8u64;
+            let (file, seed) = stamped(8 * streams, BS, true);
+            let pool = BufferPool::new(64, BS).expect("pool");
+            // Long past the SQ thread's idle time: it sleeps until woken.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            Some(rt.block_on(async {
+                let mut ss: Vec<_> = (0..streams)
+                    .map(|i| {
+                        ReadStream::builder(&pool, rt.engine(), file.clone())
+                            .max_ios(1)
+                            .io_combine_limit(1)
+                            .build(source::forward(8 * i..8 * i + 1))
+                            .expect("build")
+                    })
+                    .collect();
+                // Each stream starts its one read: 8 SQEs for a 4-entry
+                // queue, none of them submitted by the batch.
+                for s in &mut ss {
+                    assert!(poll_once(&mut s.next()).await.is_pending());
+                }
+                let mut got = 0;
+                for (i, s) in ss.iter_mut().enumerate() {
+                    let page = s.next().await.expect("a page").expect("read");
+                    assert!(stamp::check(seed, 8 * i as u64, &page), "stream {i}");
+                    got += 1;
+                }
+                got
+            }))
+        },
+    );
+    if let Some(got) = got {
+        assert_eq!(got, 8);
+    }
+}
+
+/// The same exposure in the runtime's drop: with more reads in flight than
+/// the SQPOLL queue holds and the SQ thread asleep, the drop's cancellations
+/// fill the queue; the drop must wake the thread, not wait forever. The
+/// reads' frames are then empty again, none pinned or being read.
+#[test]
+fn sqpoll_drop_wakes_the_sleeping_thread() {
+    let name = "sqpoll_drop_wakes_the_sleeping_thread";
+    let ps = within_30s(
+        "dropping a SQPOLL runtime with 16 reads in flight",
+        move || {
+            let b = UringRuntime::builder().entries(4).sqpoll(1);
+            let rt = runtime_or_skip_with(name, b)?;
+            let streams = 16u64;
+            let (file, _) = stamped(8 * streams, BS, true);
+            let pool = BufferPool::new(64, BS).expect("pool");
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                rt.block_on(async {
+                    for i in 0..streams {
+                        let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
+                            .max_ios(1)
+                            .io_combine_limit(1)
+                            .build(source::forward(8 * i..8 * i + 1))
+                            .expect("build");
+                        assert!(poll_once(&mut s.next()).await.is_pending());
+                        drop(s); // its read stays in flight
+                    }
+                    panic!("the workload fails with reads in flight");
+                })
+            }));
+            assert!(r.is_err());
+            assert!(pool.stats().reading > 4, "{}", pool.stats());
+            // Long past the SQ thread's idle time: it sleeps until woken.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(rt);
+            Some(pool.stats())
+        },
+    );
+    if let Some(ps) = ps {
+        assert_eq!((ps.pinned, ps.reading), (0, 0), "{ps}");
+    }
 }
 
 /// Zero-sized settings are refused with an error naming the setting.

@@ -1,0 +1,167 @@
+//! User code that panics (a read's finish hook) while the driver still has
+//! reads in flight must never make it hand memory back before the kernel is
+//! done with it: the frames of a read whose completion has not come stay
+//! out of use, whatever panics.
+
+mod common;
+
+use common::{open, runtime_or_skip};
+use futures::StreamExt;
+use pagestream::testing::{stamp, PanicOnFinish, StampedFile};
+use pagestream::{source, BufferPool, PageGuard, ReadStream};
+use pagestream_uring::{UringFile, UringRuntime};
+use std::future::Future;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+/// 16 KiB blocks, 128 to a read: 2 MiB reads.
+const BS: usize = 16 << 10;
+const COMBINE: usize = 128;
+/// Reads in flight when the runtime is dropped.
+const READS: usize = 64;
+/// Blocks those reads cover (128 MiB), and the pool's frames.
+const N: u64 = (READS * COMBINE) as u64;
+
+/// Polls `fut` exactly once.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Drops the first `len` bytes of `path` from the page cache, so buffered
+/// reads of them wait for the device (and the kernel is still writing when
+/// the runtime goes).
+fn evict(path: &std::path::Path, len: u64) {
+    let f = std::fs::File::open(path).expect("open for fadvise");
+    // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
+    let r = unsafe {
+        libc::posix_fadvise(
+            f.as_raw_fd(),
+            0,
+            len as libc::off_t,
+            libc::POSIX_FADV_DONTNEED,
+        )
+    };
+    assert_eq!(r, 0, "posix_fadvise(DONTNEED): {r}");
+}
+
+/// Starts `READS` reads of `READS × COMBINE` blocks (blocks `0..N`) whose
+/// first read's hook panics, panics in the future with them in flight, and
+/// drops the runtime (which must wait for every completion, whatever the
+/// hook does). Returns the reads that were in flight.
+fn drop_runtime_with_panicking_reads(pool: &BufferPool, file: &UringFile) -> usize {
+    let rt = UringRuntime::builder()
+        .entries(2 * READS as u32)
+        .build()
+        .expect("runtime");
+    let engine = PanicOnFinish::new(rt.engine(), 0);
+    let reading = std::cell::Cell::new(0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async {
+            // One stream per read: each starts its first read of `COMBINE`
+            // blocks on its first poll, and a stream's budget at `max_ios`
+            // 0 is one read, so together they claim exactly the pool.
+            for r in 0..READS as u64 {
+                let first = r * COMBINE as u64;
+                let mut s = ReadStream::builder(pool, engine.clone(), file.clone())
+                    .max_ios(0)
+                    .io_combine_limit(COMBINE)
+                    .full(true)
+                    .build(source::forward(first..first + COMBINE as u64))
+                    .expect("build");
+                assert!(poll_once(&mut s.next()).await.is_pending());
+                drop(s); // its read stays in flight
+            }
+            reading.set(pool.stats().reading);
+            panic!("the workload fails with reads in flight");
+        })
+    }));
+    assert!(r.is_err());
+    drop(engine);
+    // The first read's hook panics while the driver cancels the reads; the
+    // panic reaches whoever drops the runtime.
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(rt)));
+    assert!(dropped.is_err(), "the hook's panic did not reach drop");
+    reading.get()
+}
+
+/// Reads blocks `N..2N` (a different stamp in every page) into the pool's
+/// frames, all of them (the pool has `N`), and returns the guards.
+fn hold_other_blocks(pool: &BufferPool, file: &UringFile) -> Vec<PageGuard> {
+    let rt = UringRuntime::new().expect("runtime");
+    rt.block_on(async {
+        let mut s = ReadStream::builder(pool, rt.engine(), file.clone())
+            .max_ios(READS)
+            .io_combine_limit(COMBINE)
+            .full(true)
+            .build(source::forward(N..2 * N))
+            .expect("build");
+        let mut held = Vec::with_capacity(N as usize);
+        while let Some(page) = s.next().await {
+            // Checked by the caller, later: the re-read must be over fast,
+            // while reads of the first runtime may still be in flight.
+            held.push(page.expect("re-read"));
+        }
+        assert_eq!(held.len() as u64, N);
+        held
+    })
+}
+
+/// 64 reads of 2 MiB are in flight when the first one's finish hook panics
+/// inside the runtime's drop. Every frame is then read again for other
+/// blocks and held: none may change under its guard afterwards. (A drop
+/// that unwinds out of its wait for completions gives the frames of
+/// unfinished reads back while the kernel is still writing into them; the
+/// pages then change under their guards.) The race needs the kernel to be
+/// still writing, so it runs a few rounds, O_DIRECT and buffered (with the
+/// first blocks evicted from the page cache).
+#[test]
+fn hook_panic_in_drop_never_frees_frames_under_the_kernel() {
+    if runtime_or_skip("hook_panic_in_drop_never_frees_frames_under_the_kernel").is_none() {
+        return;
+    }
+    let tmp = StampedFile::new("panic-drop", 2 * N, BS);
+    let seed = tmp.seed();
+    let pool = BufferPool::new(N as usize, BS).expect("pool");
+    // The other blocks are read buffered from the page cache (where writing
+    // the file left them): a copy that is over at once, long before reads
+    // of the first runtime still queued at the device would end.
+    let cached = open(tmp.path(), BS, false).expect("open");
+    for round in 0..3 {
+        for direct in [true, false] {
+            let what = format!("round {round}, direct={direct}");
+            let file = open(tmp.path(), BS, direct).expect("open");
+            if !direct {
+                evict(tmp.path(), N * BS as u64);
+            }
+            let reading = drop_runtime_with_panicking_reads(&pool, &file);
+            assert_eq!(reading, N as usize, "{what}: not every read was started");
+            let ps = pool.stats();
+            assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+            let held = hold_other_blocks(&pool, &cached);
+            // Long after any read of the first runtime would have ended.
+            std::thread::sleep(Duration::from_millis(300));
+            let changed: Vec<u64> = held
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (N + i as u64, p))
+                .filter(|(b, p)| !stamp::check(seed, *b, &p[..]))
+                .map(|(b, _)| b)
+                .collect();
+            assert!(
+                changed.is_empty(),
+                "{what}: {} of {N} held pages changed under their guards (first: block {})",
+                changed.len(),
+                changed[0],
+            );
+            drop(held);
+            // Blocks 0..N were cancelled, never published.
+            assert!((0..N).all(|b| !pool.contains(file_id(&file), b)), "{what}");
+        }
+    }
+}
+
+fn file_id(file: &UringFile) -> pagestream::FileId {
+    pagestream::EngineFile::id(file)
+}
