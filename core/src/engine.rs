@@ -442,7 +442,11 @@ impl ReadRequest {
         // A hook that panics must not keep the stream from hearing that the
         // read is over (its read slot would never be released, and the
         // stream, or its `close`, would wait forever): the panic is caught
-        // and resumed once the stream is told.
+        // and resumed once the stream is told — unless this thread is
+        // already unwinding (the request dropped by another panic's
+        // cleanup), where a second panic leaving `Drop` would abort the
+        // process: the hook's panic is then dropped, and the first one goes
+        // on.
         let hooks = std::mem::take(&mut self.hooks);
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for h in hooks {
@@ -457,7 +461,9 @@ impl ReadRequest {
         self.skip = 0;
         self.stream.read_finished(self.slot, result, frames);
         if let Some(p) = panicked {
-            std::panic::resume_unwind(p);
+            if !std::thread::panicking() {
+                std::panic::resume_unwind(p);
+            }
         }
     }
 }
