@@ -23,8 +23,8 @@ fn read_valid(p: &PoolInner, view: &mut FileView, block: u64) -> u32 {
 #[test]
 fn a_stale_slot_never_pins_another_block_even_after_the_generation_wraps() {
     let p = pool(1);
-    let mut a = p.file_view(7);
-    let mut b = p.file_view(8);
+    let mut a = p.file_view(FileId::new(7));
+    let mut b = p.file_view(FileId::new(8));
     let f = read_valid(&p, &mut a, 0);
     let g = frame::gen(p.header(f).load());
     assert_eq!(read_valid(&p, &mut b, 1), f, "one frame, reused");
@@ -52,7 +52,7 @@ fn a_stale_slot_never_pins_another_block_even_after_the_generation_wraps() {
 #[test]
 fn a_full_pin_count_refuses_more_pins() {
     let p = pool(1);
-    let mut v = p.file_view(1);
+    let mut v = p.file_view(FileId::new(1));
     let f = read_valid(&p, &mut v, 0);
     let s = p.header(f).load();
     p.header(f)
@@ -72,7 +72,7 @@ fn a_full_pin_count_refuses_more_pins() {
 #[test]
 fn huge_block_numbers_do_not_allocate_huge_tables() {
     let p = pool(4);
-    let mut v = p.file_view(1);
+    let mut v = p.file_view(FileId::new(1));
     for b in [(1u64 << 49) - 1, 1 << 40, u64::MAX >> 13] {
         let f = read_valid(&p, &mut v, b);
         assert!(matches!(p.lookup_existing(&mut v, b), Ok(Some(Lookup::Hit(g))) if g == f));
@@ -84,8 +84,8 @@ fn huge_block_numbers_do_not_allocate_huge_tables() {
 #[test]
 fn invalidate_frees_one_files_frames() {
     let p = pool(8);
-    let mut a = p.file_view(1);
-    let mut b = p.file_view(2);
+    let mut a = p.file_view(FileId::new(1));
+    let mut b = p.file_view(FileId::new(2));
     for blk in 0..3 {
         read_valid(&p, &mut a, blk);
     }
@@ -95,7 +95,7 @@ fn invalidate_frees_one_files_frames() {
         other => panic!("{other:?}"),
     };
     assert_eq!(
-        p.invalidate(FileId(1)),
+        p.invalidate(FileId::new(1)),
         2,
         "blocks 1 and 2; block 0 is pinned"
     );
