@@ -23,7 +23,12 @@
 //!   remainder keeps the original's read slot in the stream, so a descending
 //!   run read as one ascending I/O is complete before its first (highest)
 //!   page is handed out, and caps are never exceeded. `complete(Ok(0))` means
-//!   end of file and becomes [`ReadError::UnexpectedEof`].
+//!   end of file and becomes [`ReadError::UnexpectedEof`] — except where the
+//!   stream reads a partial last block as a short page
+//!   ([`StreamBuilder::short_last_page`](crate::StreamBuilder::short_last_page)):
+//!   a read that has filled that block up to the end of the file is complete,
+//!   so engines report the short read at end of file as they would any
+//!   other, and no remainder follows it.
 //!
 //! Engines whose reads block a thread may accept read-ahead *advice*
 //! ([`IoEngine::advise`]); engines with truly asynchronous reads need none.
@@ -37,41 +42,117 @@ use crate::sync::Arc;
 use crate::BlockNumber;
 use std::fmt;
 use std::io::{self, IoSliceMut};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Identifies a file in the pool's block map. Streams over the same file
 /// must use the same id to share frames; different files need different ids.
+///
+/// An id keeps the whole identity it was made from, never a lossy digest of
+/// it: ids made the same way from different values differ, and ids made in
+/// different ways ([`new`](Self::new), [`from_dev_ino`](Self::from_dev_ino),
+/// [`block_device`](Self::block_device), [`anonymous`](Self::anonymous))
+/// never equal each other. Use the id itself as a key (it is `Copy`, `Eq`,
+/// `Ord` and `Hash`), for example in [`SyncScans`](crate::source::SyncScans).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FileId(pub(crate) u64);
+pub struct FileId(IdRepr);
 
-/// Source of anonymous ids (a plain std atomic: a process-wide counter,
-/// outside anything loom models).
+/// The identity a [`FileId`] was made from; one variant per constructor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum IdRepr {
+    /// Chosen by the caller.
+    Raw(u64),
+    /// A file on a file system: its device and inode numbers.
+    DevIno { dev: u64, ino: u64 },
+    /// A block device: the device number it stands for (`st_rdev`).
+    BlockDevice(u64),
+    /// An in-memory file: a process-wide serial number.
+    Anonymous(u64),
+}
+
+/// Source of anonymous serial numbers (a plain std atomic: a process-wide
+/// counter, outside anything loom models). Starts high so that the stamp
+/// seeds [`MemEngine`](crate::testing::MemEngine) derives from them stay
+/// clear of the small seeds tests pick by hand.
 static NEXT_ANON: AtomicU64 = AtomicU64::new(1 << 63);
 
 impl FileId {
-    /// An id from a raw value chosen by the caller (`u64::MAX` is reserved
-    /// and mapped to `u64::MAX - 1`).
+    /// An id from a value chosen by the caller (a relation number, a key in
+    /// the caller's own registry). Distinct values give distinct ids, and
+    /// none equals an id made by another constructor.
     pub const fn new(raw: u64) -> FileId {
-        FileId(if raw == u64::MAX { u64::MAX - 1 } else { raw })
+        FileId(IdRepr::Raw(raw))
     }
 
     /// An id for a file identified by device and inode number (what engines
-    /// over real files use). Ids of distinct `(dev, ino)` pairs differ unless
-    /// the device number needs more than 20 bits and the inode number more
-    /// than 43 bits, which Linux file systems do not produce in practice.
+    /// over files on a file system use). Distinct `(dev, ino)` pairs give
+    /// distinct ids, whatever their values.
     pub const fn from_dev_ino(dev: u64, ino: u64) -> FileId {
-        FileId::new(((dev & 0xF_FFFF) << 43) ^ (ino & ((1 << 43) - 1)) ^ ((dev >> 20) << 40))
+        FileId(IdRepr::DevIno { dev, ino })
+    }
+
+    /// An id for a block device, by the device number it stands for
+    /// (`st_rdev`), so every device node naming the same device shares
+    /// pages.
+    pub const fn block_device(rdev: u64) -> FileId {
+        FileId(IdRepr::BlockDevice(rdev))
     }
 
     /// A fresh id no other call of `anonymous` returns (for in-memory files).
     pub fn anonymous() -> FileId {
-        FileId::new(NEXT_ANON.fetch_add(1, Ordering::Relaxed))
+        FileId(IdRepr::Anonymous(NEXT_ANON.fetch_add(1, Ordering::Relaxed)))
     }
 
-    /// The raw value.
-    pub const fn raw(self) -> u64 {
-        self.0
+    /// The value given to [`new`](Self::new), if the id was made that way.
+    pub const fn raw(self) -> Option<u64> {
+        match self.0 {
+            IdRepr::Raw(r) => Some(r),
+            _ => None,
+        }
     }
+
+    /// The serial number of an [`anonymous`](Self::anonymous) id.
+    #[cfg(any(feature = "testing", test))]
+    pub(crate) const fn anonymous_serial(self) -> Option<u64> {
+        match self.0 {
+            IdRepr::Anonymous(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl From<u64> for FileId {
+    /// [`FileId::new`].
+    fn from(raw: u64) -> FileId {
+        FileId::new(raw)
+    }
+}
+
+/// Names the file for messages: `file 7`, `file dev 8:1 ino 1234`, `block
+/// device 259:0`, `in-memory file 9223372036854775810`. Device numbers are
+/// shown as `major:minor` in Linux's `dev_t` encoding.
+impl fmt::Display for FileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            IdRepr::Raw(r) => write!(f, "file {r}"),
+            IdRepr::DevIno { dev, ino } => {
+                let (ma, mi) = dev_parts(dev);
+                write!(f, "file dev {ma}:{mi} ino {ino}")
+            }
+            IdRepr::BlockDevice(rdev) => {
+                let (ma, mi) = dev_parts(rdev);
+                write!(f, "block device {ma}:{mi}")
+            }
+            IdRepr::Anonymous(n) => write!(f, "in-memory file {n}"),
+        }
+    }
+}
+
+/// `(major, minor)` of a `dev_t` in the encoding of glibc's `makedev`.
+fn dev_parts(dev: u64) -> (u64, u64) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
+    (major, minor)
 }
 
 /// What a stream needs to know of an open file.
@@ -81,6 +162,21 @@ pub trait EngineFile {
 
     /// The file's length in bytes, asked once when a stream is built.
     fn byte_len(&self) -> io::Result<u64>;
+
+    /// The file's length in blocks of `block_size` bytes: whole blocks and
+    /// the bytes of a partial last one, so a length that is not a multiple
+    /// of the block size cannot go unnoticed. Default: from
+    /// [`byte_len`](Self::byte_len).
+    fn block_count(&self, block_size: usize) -> io::Result<BlockCount> {
+        Ok(BlockCount::of(self.byte_len()?, block_size))
+    }
+
+    /// Where the file is, for messages that must name it (a partial last
+    /// block, a file that cannot be read). Default `None`: messages name
+    /// the file by its [`id`](Self::id).
+    fn path(&self) -> Option<&Path> {
+        None
+    }
 
     /// Whether the kernel reads ahead on sequential reads of this file
     /// (a buffered local file). `false` for O_DIRECT, network storage and
@@ -98,6 +194,43 @@ pub trait EngineFile {
     /// size. `None` (the default): one piece.
     fn segment_bytes(&self) -> Option<u64> {
         None
+    }
+}
+
+/// A file's length in blocks: see [`EngineFile::block_count`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockCount {
+    /// Whole blocks.
+    pub full: u64,
+    /// Bytes after the last whole block: a partial last block if not 0
+    /// (always less than the block size).
+    pub tail: usize,
+}
+
+impl BlockCount {
+    /// The blocks of a file of `len` bytes.
+    ///
+    /// ```
+    /// use pagestream::engine::BlockCount;
+    /// let c = BlockCount::of(12345, 8192);
+    /// assert_eq!((c.full, c.tail, c.blocks()), (1, 4153, 2));
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `block_size` is 0.
+    pub fn of(len: u64, block_size: usize) -> BlockCount {
+        let bs = block_size as u64;
+        BlockCount {
+            full: len / bs,
+            tail: (len % bs) as usize,
+        }
+    }
+
+    /// Blocks holding any of the file's bytes: the whole ones and a partial
+    /// last one.
+    pub fn blocks(&self) -> u64 {
+        self.full + u64::from(self.tail != 0)
     }
 }
 
@@ -380,6 +513,11 @@ impl ReadRequest {
     /// read: whole blocks read so far are published and the rest comes back
     /// as `Some(remainder)`, which the engine must issue. `Ok(0)` is end of
     /// file; `Err` fails the read. Returns `None` when the request is over.
+    ///
+    /// A read that ends exactly at the end of a partial last block the
+    /// stream reads as a short page is over: that block is published (its
+    /// frame's bytes past the end of the file zeroed) and no remainder is
+    /// returned.
     #[must_use = "a short read's remainder must be issued"]
     pub fn complete(mut self, result: io::Result<usize>) -> Option<ReadRequest> {
         let filters = std::mem::take(&mut self.filters);
@@ -389,7 +527,7 @@ impl ReadRequest {
         }
         self.filters = filters;
         match result {
-            Ok(0) if self.len_bytes() > 0 => {
+            Ok(0) if self.len_bytes() > 0 && !self.at_short_end() => {
                 let block = self.first_block();
                 let offset = self.offset();
                 self.fail(
@@ -408,6 +546,23 @@ impl ReadRequest {
                 }
                 self.done += whole;
                 self.skip = filled % bs;
+                if self.at_short_end() {
+                    let f = self.frames[self.done];
+                    // SAFETY: `f` is a frame this request owns the IO status
+                    // of (frame.rs rule 1), so no one else reads or writes
+                    // its bytes; `skip < block_size`, so the `block_size -
+                    // skip` bytes from `skip` are inside the frame.
+                    unsafe {
+                        std::ptr::write_bytes(
+                            self.stream.pool.frame_ptr(f).add(self.skip),
+                            0,
+                            bs - self.skip,
+                        );
+                    }
+                    self.stream.pool.finish_io(f, true);
+                    self.done += 1;
+                    self.skip = 0;
+                }
                 if self.done == self.frames.len() {
                     self.finish(Ok(()), ReadOutcome::Done);
                     None
@@ -426,6 +581,14 @@ impl ReadRequest {
         }
     }
 
+    /// Whether all that is left of this request is the stream's short last
+    /// page, filled up to the end of the file.
+    fn at_short_end(&self) -> bool {
+        self.done + 1 == self.frames.len()
+            && self.first_block() == self.stream.short_block
+            && self.skip == self.stream.short_len
+    }
+
     fn fail(&mut self, err: io::Error, outcome: ReadOutcome) {
         for i in self.done..self.frames.len() {
             self.stream.pool.finish_io(self.frames[i], false);
@@ -442,7 +605,11 @@ impl ReadRequest {
         // A hook that panics must not keep the stream from hearing that the
         // read is over (its read slot would never be released, and the
         // stream, or its `close`, would wait forever): the panic is caught
-        // and resumed once the stream is told.
+        // and resumed once the stream is told — unless this thread is
+        // already unwinding (the request dropped by another panic's
+        // cleanup), where a second panic leaving `Drop` would abort the
+        // process: the hook's panic is then dropped, and the first one goes
+        // on.
         let hooks = std::mem::take(&mut self.hooks);
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for h in hooks {
@@ -457,7 +624,9 @@ impl ReadRequest {
         self.skip = 0;
         self.stream.read_finished(self.slot, result, frames);
         if let Some(p) = panicked {
-            std::panic::resume_unwind(p);
+            if !std::thread::panicking() {
+                std::panic::resume_unwind(p);
+            }
         }
     }
 }

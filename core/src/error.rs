@@ -58,6 +58,24 @@ pub enum BuildError {
         /// The pool's block size.
         block_size: usize,
     },
+    /// The file's length is not a multiple of the block size, and the
+    /// stream was not asked to read the partial last block as a short page
+    /// ([`StreamBuilder::short_last_page`](crate::StreamBuilder::short_last_page)).
+    #[error(
+        "{file} is {file_len} bytes, not a whole number of {block_size}-byte blocks: \
+         its last {tail} bytes are a partial block (build the stream with \
+         short_last_page(true) to read them as a short last page)"
+    )]
+    PartialBlock {
+        /// The file: its path, or its id where the engine knows no path.
+        file: String,
+        /// Its length in bytes.
+        file_len: u64,
+        /// The pool's block size.
+        block_size: usize,
+        /// Bytes of the partial last block.
+        tail: usize,
+    },
     /// The engine could not tell the file's length, or open it.
     #[error("file: {source}")]
     File {
@@ -90,14 +108,14 @@ pub enum ReadError {
         block: BlockNumber,
         /// The file's length in bytes when the stream was built.
         file_len: u64,
-        /// Whole blocks in the file.
+        /// Blocks in the file (counting a partial last block the stream
+        /// reads as a short page).
         file_blocks: u64,
         /// The block size.
         block_size: usize,
     },
     /// The file ended early: the engine read nothing at `block` although the
-    /// file was long enough when the stream was built (it shrank, or it ends
-    /// in a partial block).
+    /// file was long enough when the stream was built (it shrank).
     #[error("unexpected end of file at block {block} (offset {offset})")]
     UnexpectedEof {
         /// First block that could not be read.

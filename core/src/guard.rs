@@ -7,8 +7,10 @@ use std::fmt;
 use std::ops::Deref;
 use std::ptr::NonNull;
 
-/// A pinned page: derefs to the block's bytes, knows its block number and
-/// carries the source's per-block data. Dropping it unpins the frame. It may
+/// A pinned page: derefs to the block's bytes (the block size, or fewer for
+/// a short last page, see
+/// [`StreamBuilder::short_last_page`](crate::StreamBuilder::short_last_page)),
+/// knows its block number and carries the source's per-block data. Dropping it unpins the frame. It may
 /// outlive the stream (and every pool handle): it keeps the pool alive.
 ///
 /// While a guard exists its frame cannot be evicted or written, so the bytes
@@ -20,6 +22,8 @@ pub struct PageGuard<D = ()> {
     shared: Arc<StreamShared>,
     /// Start of the frame's bytes (cached to avoid two pointer hops).
     ptr: NonNull<u8>,
+    /// Bytes of the page: the block size, or a short last page's length.
+    len: usize,
     frame: u32,
     block: BlockNumber,
     data: D,
@@ -35,9 +39,15 @@ unsafe impl<D: Sync> Sync for PageGuard<D> {}
 impl<D> PageGuard<D> {
     pub(crate) fn new(shared: Arc<StreamShared>, frame: u32, block: BlockNumber, data: D) -> Self {
         let ptr = shared.pool.frame_ptr(frame);
+        let len = if block == shared.short_block {
+            shared.short_len
+        } else {
+            shared.pool.block_size
+        };
         PageGuard {
             // SAFETY: frame pointers are inside a non-null allocation.
             ptr: unsafe { NonNull::new_unchecked(ptr) },
+            len,
             shared,
             frame,
             block,
@@ -75,9 +85,10 @@ impl<D> Deref for PageGuard<D> {
     #[inline]
     fn deref(&self) -> &[u8] {
         // SAFETY: `ptr` points at `block_size` bytes of the pool's memory,
-        // kept alive by `shared`'s Arc of the pool; our pin keeps them VALID
-        // and unwritten (frame.rs rule 1) until `drop`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.shared.pool.block_size) }
+        // kept alive by `shared`'s Arc of the pool, and `len <= block_size`;
+        // our pin keeps them VALID and unwritten (frame.rs rule 1) until
+        // `drop`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 

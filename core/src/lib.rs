@@ -99,6 +99,8 @@
 pub mod engine;
 mod error;
 mod guard;
+#[cfg(unix)]
+pub mod os;
 mod plan;
 pub mod pool;
 pub mod segmented;
@@ -113,7 +115,7 @@ pub mod testing;
 /// A block's number within its file, from 0.
 pub type BlockNumber = u64;
 
-pub use engine::{EngineFile, FileId, IoEngine, ReadFilter, ReadOutcome, ReadRequest};
+pub use engine::{BlockCount, EngineFile, FileId, IoEngine, ReadFilter, ReadOutcome, ReadRequest};
 pub use error::{BuildError, ReadError};
 pub use guard::PageGuard;
 pub use plan::AdvicePolicy;

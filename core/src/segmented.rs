@@ -45,6 +45,8 @@
 use crate::engine::{EngineFile, FileId, IoEngine, ReadRequest};
 use std::io;
 use std::path::{Path, PathBuf};
+// Plain std types (not `crate::sync`): nothing here is modelled by loom.
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// PostgreSQL's segment size with default build options (`RELSEG_SIZE`
 /// 131072 blocks of 8 KiB): 1 GiB.
@@ -76,6 +78,10 @@ impl<E> Segmented<E> {
 pub struct SegmentedFile<F> {
     segments: Vec<F>,
     segment_bytes: u64,
+    /// Pieces with reads started through [`Segmented`] that have not ended,
+    /// ascending, with how many each: the pieces whose reads
+    /// [`IoEngine::help`] offers the inner engine. Shared by clones.
+    busy: Arc<Mutex<Vec<(usize, usize)>>>,
 }
 
 impl<F: EngineFile> SegmentedFile<F> {
@@ -99,6 +105,7 @@ impl<F: EngineFile> SegmentedFile<F> {
         Ok(SegmentedFile {
             segments,
             segment_bytes,
+            busy: Arc::default(),
         })
     }
 
@@ -112,11 +119,37 @@ impl<F: EngineFile> SegmentedFile<F> {
         self.segment_bytes
     }
 
-    /// The piece holding logical byte `offset`, and that piece's first byte.
-    fn locate(&self, offset: u64) -> Option<(&F, u64)> {
+    /// The piece holding logical byte `offset`, that piece's first byte and
+    /// its index.
+    fn locate(&self, offset: u64) -> Option<(&F, u64, usize)> {
         let i = offset / self.segment_bytes;
-        let seg = self.segments.get(usize::try_from(i).ok()?)?;
-        Some((seg, i * self.segment_bytes))
+        let index = usize::try_from(i).ok()?;
+        let seg = self.segments.get(index)?;
+        Some((seg, i * self.segment_bytes, index))
+    }
+}
+
+fn lock_busy(busy: &Mutex<Vec<(usize, usize)>>) -> MutexGuard<'_, Vec<(usize, usize)>> {
+    busy.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Counts a read of piece `seg` starting.
+fn busy_enter(busy: &Mutex<Vec<(usize, usize)>>, seg: usize) {
+    let mut b = lock_busy(busy);
+    match b.binary_search_by_key(&seg, |&(s, _)| s) {
+        Ok(i) => b[i].1 += 1,
+        Err(i) => b.insert(i, (seg, 1)),
+    }
+}
+
+/// Counts a read of piece `seg` ending.
+fn busy_leave(busy: &Mutex<Vec<(usize, usize)>>, seg: usize) {
+    let mut b = lock_busy(busy);
+    if let Ok(i) = b.binary_search_by_key(&seg, |&(s, _)| s) {
+        b[i].1 -= 1;
+        if b[i].1 == 0 {
+            b.remove(i);
+        }
     }
 }
 
@@ -155,6 +188,11 @@ impl<F: EngineFile> EngineFile for SegmentedFile<F> {
         self.segments[0].kernel_readahead()
     }
 
+    /// The first piece's path: it names the relation.
+    fn path(&self) -> Option<&Path> {
+        self.segments[0].path()
+    }
+
     fn segment_bytes(&self) -> Option<u64> {
         Some(self.segment_bytes)
     }
@@ -167,8 +205,13 @@ impl<E: IoEngine> IoEngine for Segmented<E> {
         // The planner never lets a read cross a segment boundary, so the
         // piece holding its first byte holds all of it.
         match file.locate(req.offset()) {
-            Some((seg, origin)) => {
+            Some((seg, origin, index)) => {
                 req.rebase(origin);
+                // Counted until the read (with its remainders) ends, however
+                // it ends, so `help` knows which pieces have reads to do.
+                busy_enter(&file.busy, index);
+                let busy = Arc::clone(&file.busy);
+                req.on_finish(move |_| busy_leave(&busy, index));
                 self.inner.start_read(seg, req);
             }
             None => {
@@ -191,13 +234,30 @@ impl<E: IoEngine> IoEngine for Segmented<E> {
     }
 
     fn help(&self, file: &Self::File) -> bool {
-        // The engine's queue is shared by every file it reads.
-        self.inner.help(&file.segments[0])
+        // The stream may be waiting for a read of any piece: offer the inner
+        // engine each piece with reads outstanding, lowest first (a forward
+        // scan waits for the lowest), until it does one. The lock is not
+        // held while the inner engine works: the read it does ends here,
+        // and its hook takes the lock.
+        let mut after = None;
+        loop {
+            let next = lock_busy(&file.busy)
+                .iter()
+                .map(|&(seg, _)| seg)
+                .find(|&seg| after.is_none_or(|a| seg > a));
+            let Some(seg) = next else {
+                return false;
+            };
+            if self.inner.help(&file.segments[seg]) {
+                return true;
+            }
+            after = Some(seg);
+        }
     }
 
     fn advise(&self, file: &Self::File, mut offset: u64, mut len: u64) {
         while len > 0 {
-            let Some((seg, origin)) = file.locate(offset) else {
+            let Some((seg, origin, _)) = file.locate(offset) else {
                 return;
             };
             let here = len.min(origin + file.segment_bytes - offset);

@@ -7,7 +7,7 @@
 //!
 //! Provided: [`forward`], [`backward`], [`iter`] and [`with_data`].
 
-use crate::BlockNumber;
+use crate::{BlockNumber, FileId};
 use std::ops::Range;
 
 /// What tells a stream which block to read next.
@@ -246,11 +246,12 @@ pub const SYNC_SCAN_REPORT_INTERVAL: u64 = 16;
 
 /// Where running scans of each file have reached, so a new scan can start
 /// there and share their reads (PostgreSQL's synchronized sequential scans).
-/// Clone it freely; clones share positions. Keys are any `u64` naming the
-/// file, typically [`FileId::raw`](crate::FileId::raw).
+/// Clone it freely; clones share positions. Files are named by their
+/// [`FileId`] (the stream's `file.id()`); a plain `u64` converts to
+/// [`FileId::new`] of it, for callers that number files themselves.
 #[derive(Debug, Clone, Default)]
 pub struct SyncScans {
-    positions: Arc<Mutex<std::collections::HashMap<u64, u64>>>,
+    positions: Arc<Mutex<std::collections::HashMap<FileId, u64>>>,
 }
 
 impl SyncScans {
@@ -260,8 +261,8 @@ impl SyncScans {
     }
 
     /// Where a scan of `file` should start: the last reported position, or 0.
-    pub fn start_of(&self, file: u64, nblocks: u64) -> u64 {
-        let p = *self.lock().get(&file).unwrap_or(&0);
+    pub fn start_of(&self, file: impl Into<FileId>, nblocks: u64) -> u64 {
+        let p = *self.lock().get(&file.into()).unwrap_or(&0);
         if p < nblocks {
             p
         } else {
@@ -283,11 +284,11 @@ impl SyncScans {
     /// pool smaller than that gap neither finds the other's pages. Reported
     /// by the consumer, the new scan starts inside the running scan's
     /// look-ahead (pinned, read or being read) and joins it.
-    pub fn report(&self, file: u64, block: u64) {
-        self.lock().insert(file, block);
+    pub fn report(&self, file: impl Into<FileId>, block: u64) {
+        self.lock().insert(file.into(), block);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<FileId, u64>> {
         self.positions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -303,7 +304,8 @@ impl SyncScans {
     /// let b = second.next_block().unwrap().0;
     /// assert!(b >= 16 && b < 40, "joins the first scan, got {b}");
     /// ```
-    pub fn scan(&self, file: u64, nblocks: u64) -> SyncScan {
+    pub fn scan(&self, file: impl Into<FileId>, nblocks: u64) -> SyncScan {
+        let file = file.into();
         let start = self.start_of(file, nblocks);
         SyncScan {
             reg: self.clone(),
@@ -321,7 +323,7 @@ impl SyncScans {
 #[derive(Debug)]
 pub struct SyncScan {
     reg: SyncScans,
-    file: u64,
+    file: FileId,
     nblocks: u64,
     start: u64,
     next: u64,

@@ -37,6 +37,14 @@ pub(crate) struct StreamShared {
     done: Mutex<Vec<Done>>,
     /// `done` is non-empty (checked before taking the lock).
     has_done: AtomicU8,
+    /// The file's partial last block when the stream reads it as a short
+    /// page ([`StreamBuilder::short_last_page`]), else `BlockNumber::MAX`
+    /// (no block has that number: a block's bytes start before
+    /// `u64::MAX`). A read that ends exactly `short_len` bytes into it has
+    /// reached the end of the file and is complete.
+    pub(crate) short_block: BlockNumber,
+    /// Bytes of `short_block` (`1..block_size`; 0 without one).
+    pub(crate) short_len: usize,
 }
 
 impl StreamShared {
@@ -82,6 +90,7 @@ pub struct StreamBuilder<E: IoEngine> {
     fast_path: bool,
     full: bool,
     prefetch: bool,
+    short_last_page: bool,
 }
 
 impl<E: IoEngine> fmt::Debug for StreamBuilder<E> {
@@ -95,6 +104,7 @@ impl<E: IoEngine> fmt::Debug for StreamBuilder<E> {
             .field("backward_combining", &self.backward_combining)
             .field("fast_path", &self.fast_path)
             .field("full", &self.full)
+            .field("short_last_page", &self.short_last_page)
             .finish_non_exhaustive()
     }
 }
@@ -159,6 +169,44 @@ impl<E: IoEngine> StreamBuilder<E> {
         self
     }
 
+    /// What to do with a file whose length is not a multiple of the block
+    /// size. Default `false`: building the stream fails with
+    /// [`BuildError::PartialBlock`], naming the file, its length and the
+    /// block size, so that no tail of a file goes unread unnoticed. `true`:
+    /// the partial last block is one more block of the file, handed out as
+    /// a short page (its guard's `len()` is the tail's length; the frame's
+    /// bytes past it are zero and not part of the page).
+    ///
+    /// ```
+    /// use futures::{executor::block_on, StreamExt};
+    /// use pagestream::{source, testing::MemEngine, BufferPool, BuildError, ReadStream};
+    ///
+    /// let engine = MemEngine::new();
+    /// let file = engine.create(vec![7u8; 12345]);
+    /// let pool = BufferPool::new(16, 8192)?;
+    /// let err = ReadStream::builder(&pool, engine.clone(), file.clone())
+    ///     .build(source::forward(0..2))
+    ///     .unwrap_err();
+    /// assert!(matches!(err, BuildError::PartialBlock { file_len: 12345, tail: 4153, .. }));
+    ///
+    /// let mut stream = ReadStream::builder(&pool, engine, file)
+    ///     .short_last_page(true)
+    ///     .build(source::forward(0..2))?;
+    /// let lens = block_on(async {
+    ///     let mut lens = Vec::new();
+    ///     while let Some(page) = stream.next().await {
+    ///         lens.push(page?.len());
+    ///     }
+    ///     Ok::<_, std::io::Error>(lens)
+    /// })?;
+    /// assert_eq!(lens, [8192, 4153]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn short_last_page(mut self, on: bool) -> Self {
+        self.short_last_page = on;
+        self
+    }
+
     /// Validates the configuration, asks the file's length and builds the
     /// stream over `source`.
     pub fn build<S: BlockSource>(self, source: S) -> Result<ReadStream<E, S>, BuildError> {
@@ -193,10 +241,23 @@ impl<E: IoEngine> StreamBuilder<E> {
                 self.combine,
             )),
         };
-        let file_len = self
+        let count = self
             .file
-            .byte_len()
+            .block_count(pool.block_size)
             .map_err(|source| BuildError::File { source })?;
+        let file_len = count.full * pool.block_size as u64 + count.tail as u64;
+        if count.tail != 0 && !self.short_last_page {
+            let file = match self.file.path() {
+                Some(p) => p.display().to_string(),
+                None => self.file.id().to_string(),
+            };
+            return Err(BuildError::PartialBlock {
+                file,
+                file_len,
+                block_size: pool.block_size,
+                tail: count.tail,
+            });
+        }
         let segment_blocks = match self.file.segment_bytes() {
             None => 0,
             Some(bytes) if bytes == 0 || bytes % pool.block_size as u64 != 0 => {
@@ -226,17 +287,24 @@ impl<E: IoEngine> StreamBuilder<E> {
         // have not claimed, and never less than a fair share.
         let demand = budget.min(pool.nframes);
         pool.stream_started(demand);
-        let block_size = pool.block_size;
-        let file_view = pool.file_view(self.file.id().raw());
+        let file_view = pool.file_view(self.file.id());
+        // Only a short last page the caller asked for reaches here.
+        let (short_block, short_len) = if count.tail != 0 {
+            (count.full, count.tail)
+        } else {
+            (BlockNumber::MAX, 0)
+        };
         Ok(ReadStream {
             file_view,
             file_len,
-            nblocks: file_len / block_size as u64,
+            nblocks: count.blocks(),
             shared: Arc::new(StreamShared {
                 pool,
                 waker: AtomicWaker::new(),
                 done: Mutex::new(Vec::new()),
                 has_done: AtomicU8::new(0),
+                short_block,
+                short_len,
             }),
             engine: self.engine,
             file: self.file,
@@ -337,6 +405,7 @@ impl<E: IoEngine> ReadStream<E, crate::source::Forward> {
             fast_path: true,
             full: false,
             prefetch: false,
+            short_last_page: false,
         }
     }
 }

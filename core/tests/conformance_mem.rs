@@ -20,6 +20,16 @@ impl Harness for Mem {
         let seed = f.seed();
         (f, seed)
     }
+    fn stamped_file_with_tail(
+        &self,
+        nblocks: u64,
+        block_size: usize,
+        tail: usize,
+    ) -> (MemFile, u64) {
+        let f = self.0.create_stamped_with_tail(nblocks, block_size, tail);
+        let seed = f.seed();
+        (f, seed)
+    }
     fn name(&self) -> String {
         "memory".into()
     }
@@ -42,6 +52,16 @@ where
     }
     fn stamped_file(&self, nblocks: u64, block_size: usize) -> (MemFile, u64) {
         let f = self.mem.create_stamped(nblocks, block_size);
+        let seed = f.seed();
+        (f, seed)
+    }
+    fn stamped_file_with_tail(
+        &self,
+        nblocks: u64,
+        block_size: usize,
+        tail: usize,
+    ) -> (MemFile, u64) {
+        let f = self.mem.create_stamped_with_tail(nblocks, block_size, tail);
         let seed = f.seed();
         (f, seed)
     }

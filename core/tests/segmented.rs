@@ -8,14 +8,30 @@ use futures::StreamExt;
 use pagestream::segmented::{segment_paths, Segmented, SegmentedFile};
 use pagestream::testing::conformance::{run_all, Harness};
 use pagestream::testing::{stamp, MemEngine, MemFile};
-use pagestream::{source, BlockSource, BufferPool, EngineFile, IoEngine, ReadRequest, ReadStream};
+use pagestream::{
+    source, BlockSource, BufferPool, EngineFile, FileId, IoEngine, ReadRequest, ReadStream,
+};
 use std::sync::{Arc, Mutex};
 
 /// Splits a stamped logical file of `nblocks` into pieces of `seg_blocks`.
 fn pieces(mem: &MemEngine, seed: u64, nblocks: u64, seg_blocks: u64, bs: usize) -> Vec<MemFile> {
-    let bytes: Vec<u8> = (0..nblocks)
+    pieces_with_tail(mem, seed, nblocks, seg_blocks, bs, 0)
+}
+
+/// As [`pieces`], the logical file followed by `tail` bytes of block
+/// `nblocks`'s stamp.
+fn pieces_with_tail(
+    mem: &MemEngine,
+    seed: u64,
+    nblocks: u64,
+    seg_blocks: u64,
+    bs: usize,
+    tail: usize,
+) -> Vec<MemFile> {
+    let mut bytes: Vec<u8> = (0..nblocks)
         .flat_map(|b| stamp::page(seed, b, bs))
         .collect();
+    bytes.extend_from_slice(&stamp::page(seed, nblocks, bs)[..tail]);
     let seg = seg_blocks as usize * bs;
     let mut out: Vec<MemFile> = bytes.chunks(seg).map(|c| mem.create(c.to_vec())).collect();
     if out.is_empty() {
@@ -41,6 +57,20 @@ impl Harness for Segments {
         .unwrap();
         (file, seed)
     }
+    fn stamped_file_with_tail(
+        &self,
+        nblocks: u64,
+        block_size: usize,
+        tail: usize,
+    ) -> (SegmentedFile<MemFile>, u64) {
+        let seed = 0x7a11 ^ nblocks;
+        let file = SegmentedFile::new(
+            pieces_with_tail(&self.0, seed, nblocks, 7, block_size, tail),
+            7 * block_size as u64,
+        )
+        .unwrap();
+        (file, seed)
+    }
     fn name(&self) -> String {
         "segmented(7 blocks)".into()
     }
@@ -55,7 +85,7 @@ fn conformance_segmented() {
 #[derive(Clone)]
 struct Recording {
     mem: MemEngine,
-    log: Arc<Mutex<Vec<(u64, u64, usize)>>>,
+    log: Arc<Mutex<Vec<(FileId, u64, usize)>>>,
 }
 
 impl IoEngine for Recording {
@@ -64,7 +94,7 @@ impl IoEngine for Recording {
         self.log
             .lock()
             .unwrap()
-            .push((file.id().raw(), req.offset(), req.len_bytes()));
+            .push((file.id(), req.offset(), req.len_bytes()));
         self.mem.start_read(file, req);
     }
     fn name(&self) -> &'static str {
@@ -75,9 +105,9 @@ impl IoEngine for Recording {
 /// What a scan saw: blocks in order, the inner reads, stats, piece ids.
 type Scanned = (
     Vec<u64>,
-    Vec<(u64, u64, usize)>,
+    Vec<(FileId, u64, usize)>,
     pagestream::StreamStats,
-    Vec<u64>,
+    Vec<FileId>,
 );
 
 fn scan<S: BlockSource<Data = ()>>(nblocks: u64, seg_blocks: u64, src: S) -> Scanned {
@@ -87,7 +117,7 @@ fn scan<S: BlockSource<Data = ()>>(nblocks: u64, seg_blocks: u64, src: S) -> Sca
         .into_iter()
         .map(|f| f.with_kernel_readahead(false))
         .collect();
-    let ids: Vec<u64> = segs.iter().map(|s| s.id().raw()).collect();
+    let ids: Vec<FileId> = segs.iter().map(|s| s.id()).collect();
     let file = SegmentedFile::new(segs, seg_blocks * bs as u64).unwrap();
     let rec = Recording {
         mem,
@@ -203,4 +233,97 @@ fn segment_paths_follow_postgres_naming() {
     let missing = segment_paths(&dir.join("nope")).unwrap_err().to_string();
     assert!(missing.contains("nope"), "{missing}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Queues every read and does them only when a stream asks for help with
+/// the file they are of (as the thread pool's cached-read queue does, with
+/// no thread of its own): records the file of every `help` call.
+#[derive(Clone, Default)]
+struct HelpOnly {
+    mem: MemEngine,
+    queued: Arc<Mutex<Vec<(MemFile, ReadRequest)>>>,
+    helped: Arc<Mutex<Vec<FileId>>>,
+}
+
+impl IoEngine for HelpOnly {
+    type File = MemFile;
+    fn start_read(&self, file: &MemFile, req: ReadRequest) {
+        self.queued.lock().unwrap().push((file.clone(), req));
+    }
+    fn help(&self, file: &MemFile) -> bool {
+        self.helped.lock().unwrap().push(file.id());
+        let job = {
+            let mut q = self.queued.lock().unwrap();
+            let i = q.iter().position(|(f, _)| f.id() == file.id());
+            i.map(|i| q.remove(i))
+        };
+        match job {
+            Some((f, req)) => {
+                self.mem.start_read(&f, req);
+                true
+            }
+            None => false,
+        }
+    }
+    fn name(&self) -> &'static str {
+        "help-only"
+    }
+}
+
+#[test]
+fn reads_of_every_segment_are_helped() {
+    use futures::task::noop_waker_ref;
+    use futures::Stream;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    let (bs, seg, n) = (8192, 4u64, 12u64);
+    let engine = HelpOnly::default();
+    let segs = pieces(&engine.mem, 9, n, seg, bs);
+    let ids: Vec<FileId> = segs.iter().map(|s| s.id()).collect();
+    let file = SegmentedFile::new(segs, seg * bs as u64).unwrap();
+    let pool = BufferPool::new(64, bs).unwrap();
+    let mut stream = ReadStream::builder(&pool, Segmented::new(engine.clone()), file)
+        .max_ios(2)
+        .io_combine_limit(2)
+        .build(source::forward(0..n))
+        .unwrap();
+    let mut cx = Context::from_waker(noop_waker_ref());
+    let mut seen = Vec::new();
+    // Nothing but `help` does a read: a stream that returns `Pending` has
+    // nothing left to wake it, so a few in a row mean it is stuck.
+    let mut pending = 0;
+    loop {
+        match Pin::new(&mut stream).poll_next(&mut cx) {
+            Poll::Ready(Some(page)) => {
+                let page = page.unwrap();
+                assert!(
+                    stamp::check(9, page.block(), &page),
+                    "block {}",
+                    page.block()
+                );
+                seen.push(page.block());
+                pending = 0;
+            }
+            Poll::Ready(None) => break,
+            Poll::Pending => {
+                pending += 1;
+                let helped = engine.helped.lock().unwrap().clone();
+                assert!(
+                    pending < 10,
+                    "stuck after blocks {seen:?}: {} reads queued; help was offered only \
+                     {helped:?} (pieces are {ids:?})",
+                    engine.queued.lock().unwrap().len()
+                );
+            }
+        }
+    }
+    assert_eq!(seen, (0..n).collect::<Vec<_>>());
+    let helped = engine.helped.lock().unwrap().clone();
+    for (i, id) in ids.iter().enumerate() {
+        assert!(
+            helped.contains(id),
+            "piece {i} never offered to help: {helped:?}"
+        );
+    }
 }

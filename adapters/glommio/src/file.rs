@@ -1,11 +1,10 @@
 //! [`GlommioFile`]: a glommio DMA (`O_DIRECT`) file.
 
-use crate::sys;
 use glommio::io::DmaFile;
 use pagestream::{EngineFile, FileId};
 use std::fmt;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -22,6 +21,8 @@ pub struct GlommioFile {
 
 pub(crate) struct FileInner {
     pub(crate) dma: DmaFile,
+    /// A duplicate of `dma`'s descriptor, for its metadata and length.
+    meta: std::fs::File,
     path: PathBuf,
     id: FileId,
     /// O_DIRECT offset alignment glommio found for the file.
@@ -48,6 +49,11 @@ impl GlommioFile {
     pub async fn open(path: impl AsRef<Path>, block_size: usize) -> io::Result<GlommioFile> {
         let path = path.as_ref();
         check_block_size(block_size, path)?;
+        // Before `open`: a FIFO would block the open until a writer came.
+        let md = std::fs::metadata(path).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
+        })?;
+        pagestream::os::check_file_type(path, &md)?;
         let dma = DmaFile::open(path).await.map_err(|e| {
             let e = io::Error::from(e);
             io::Error::new(
@@ -56,7 +62,7 @@ impl GlommioFile {
             )
         })?;
         match Self::check(&dma, block_size, path) {
-            Ok(st) => Ok(Self::wrap(dma, path, &st)),
+            Ok(meta) => Self::wrap(dma, meta, path),
             Err(e) => {
                 let _ = dma.close().await;
                 Err(e)
@@ -75,11 +81,20 @@ impl GlommioFile {
             .map(|p| p.to_path_buf())
             .unwrap_or_else(|| PathBuf::from(format!("<fd {}>", dma.as_raw_fd())));
         check_block_size(block_size, &path)?;
-        let st = Self::check(&dma, block_size, &path)?;
-        Ok(Self::wrap(dma, &path, &st))
+        let meta = Self::check(&dma, block_size, &path)?;
+        Self::wrap(dma, meta, &path)
     }
 
-    fn check(dma: &DmaFile, block_size: usize, path: &Path) -> io::Result<libc::stat> {
+    /// Checks the open file (a regular file or a block device, which the
+    /// path may no longer be) and the block size against its alignment;
+    /// returns a duplicate of its descriptor for metadata.
+    fn check(dma: &DmaFile, block_size: usize, path: &Path) -> io::Result<std::fs::File> {
+        // SAFETY: `dma` owns the descriptor and keeps it open for this
+        // borrow, which ends with this statement (the duplicate is a new
+        // descriptor of its own).
+        let fd = unsafe { BorrowedFd::borrow_raw(dma.as_raw_fd()) };
+        let meta = std::fs::File::from(fd.try_clone_to_owned()?);
+        pagestream::os::check_file_type(path, &meta.metadata()?)?;
         let align = dma.alignment();
         if block_size as u64 % align != 0 {
             return Err(io::Error::new(
@@ -92,18 +107,19 @@ impl GlommioFile {
                 ),
             ));
         }
-        sys::fstat(dma.as_raw_fd())
+        Ok(meta)
     }
 
-    fn wrap(dma: DmaFile, path: &Path, st: &libc::stat) -> GlommioFile {
-        GlommioFile {
+    fn wrap(dma: DmaFile, meta: std::fs::File, path: &Path) -> io::Result<GlommioFile> {
+        Ok(GlommioFile {
             inner: Rc::new(FileInner {
                 align: dma.alignment(),
+                id: pagestream::os::file_id(&meta.metadata()?),
                 dma,
+                meta,
                 path: path.to_owned(),
-                id: FileId::from_dev_ino(st.st_dev, st.st_ino),
             }),
-        }
+        })
     }
 
     /// The `O_DIRECT` alignment of the file's offsets and lengths.
@@ -136,7 +152,11 @@ impl EngineFile for GlommioFile {
     }
 
     fn byte_len(&self) -> io::Result<u64> {
-        Ok(sys::fstat(self.inner.dma.as_raw_fd())?.st_size as u64)
+        pagestream::os::file_len(&self.inner.meta)
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Some(&self.inner.path)
     }
 
     fn kernel_readahead(&self) -> bool {

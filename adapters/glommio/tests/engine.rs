@@ -210,3 +210,30 @@ fn hook_panic_while_cancelling_strands_no_read() {
     }
     tmp.remove();
 }
+
+fn mkfifo(p: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("no NUL in path");
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A directory, a FIFO, a socket and a character device are refused at
+/// open with an error naming them, never opened to yield no pages; a
+/// FIFO's open does not block.
+#[test]
+fn only_regular_files_and_block_devices_open() {
+    let things = pagestream::testing::NotRegularFiles::new("glommio-kinds", mkfifo);
+    things.assert_refused(|p| {
+        let ex = make_executor()?;
+        let p = p.to_path_buf();
+        ex.run(async move {
+            let f = GlommioFile::open(&p, 4096).await?;
+            f.close().await.map(drop)
+        })
+    });
+}

@@ -5,8 +5,8 @@ use pagestream::{EngineFile, FileId};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -80,6 +80,8 @@ pub(crate) struct FileInner {
     pub(crate) mem_align: usize,
     advice: FileAdvice,
     id: FileId,
+    /// The path the file was opened with.
+    path: PathBuf,
     /// The last inline `RWF_NOWAIT` attempt on this file read all of its
     /// request: the next reads go to the cached-read queue (see the
     /// engine's module docs).
@@ -121,29 +123,19 @@ impl ThreadPoolFile {
                 ));
             }
         }
-        let mut oo = std::fs::OpenOptions::new();
-        oo.read(true);
-        if opts.direct {
-            oo.custom_flags(libc::O_DIRECT);
-        }
-        let file = oo.open(path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot open {}{}: {e}",
-                    path.display(),
-                    if opts.direct { " with O_DIRECT" } else { "" }
-                ),
-            )
-        })?;
+        // Refuses anything but a regular file or a block device, naming it.
+        let (file, md) = pagestream::os::open_readable(
+            path,
+            if opts.direct { libc::O_DIRECT } else { 0 },
+            if opts.direct { " with O_DIRECT" } else { "" },
+        )?;
         let fd = file.as_raw_fd();
-        let st = sys::fstat(fd)?;
         let (align, mem_align) = if opts.direct {
             match sys::dio_align(fd) {
                 Some((off, mem)) => (off as usize, mem as usize),
                 None => {
                     // No statx answer: the file system block size is safe.
-                    let a = (st.st_blksize as usize).max(512);
+                    let a = (md.blksize() as usize).max(512);
                     (a, a)
                 }
             }
@@ -174,7 +166,8 @@ impl ThreadPoolFile {
         }
         Ok(ThreadPoolFile {
             inner: Arc::new(FileInner {
-                id: FileId::from_dev_ino(st.st_dev, st.st_ino),
+                id: pagestream::os::file_id(&md),
+                path: path.to_owned(),
                 direct: opts.direct,
                 align,
                 mem_align,
@@ -205,6 +198,11 @@ impl ThreadPoolFile {
         self.inner.advice
     }
 
+    /// The path the file was opened with.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
     /// The underlying `std::fs::File`.
     pub fn as_file(&self) -> &File {
         &self.inner.file
@@ -223,7 +221,11 @@ impl EngineFile for ThreadPoolFile {
     }
 
     fn byte_len(&self) -> io::Result<u64> {
-        Ok(sys::fstat(self.inner.fd())?.st_size as u64)
+        pagestream::os::file_len(&self.inner.file)
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Some(&self.inner.path)
     }
 
     fn kernel_readahead(&self) -> bool {

@@ -43,19 +43,6 @@ pub(crate) fn preadv2(
     }
 }
 
-/// `fstat(fd)`.
-pub(crate) fn fstat(fd: RawFd) -> io::Result<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `st` is valid for writes of one `struct stat`; fstat fills it
-    // entirely on success and we only read it then.
-    let r = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstat returned 0, so it initialised `st`.
-    Ok(unsafe { st.assume_init() })
-}
-
 /// The O_DIRECT `(file offset, memory)` alignments the kernel reports for
 /// `fd` (`statx(STATX_DIOALIGN)`), or `None` when it reports none.
 pub(crate) fn dio_align(fd: RawFd) -> Option<(u32, u32)> {

@@ -5,7 +5,7 @@ use pagestream::{EngineFile, FileId};
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -104,26 +104,16 @@ impl UringFile {
                 ));
             }
         }
-        let mut oo = std::fs::OpenOptions::new();
-        oo.read(true);
-        if direct.is_some() {
-            oo.custom_flags(libc::O_DIRECT);
-        }
-        let file = oo.open(path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot open {}{}: {e}",
-                    path.display(),
-                    if direct.is_some() {
-                        " with O_DIRECT"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-        })?;
-        let md = file.metadata()?;
+        // Refuses anything but a regular file or a block device, naming it.
+        let (file, md) = pagestream::os::open_readable(
+            path,
+            if direct.is_some() { libc::O_DIRECT } else { 0 },
+            if direct.is_some() {
+                " with O_DIRECT"
+            } else {
+                ""
+            },
+        )?;
         let align = match direct {
             None => 1,
             Some(bs) => {
@@ -150,7 +140,7 @@ impl UringFile {
         };
         Ok(UringFile {
             inner: Arc::new(FileInner {
-                id: FileId::from_dev_ino(md.dev(), md.ino()),
+                id: pagestream::os::file_id(&md),
                 file,
                 path: path.to_owned(),
                 direct: direct.is_some(),
@@ -223,7 +213,11 @@ impl EngineFile for UringFile {
     }
 
     fn byte_len(&self) -> io::Result<u64> {
-        Ok(self.inner.file.metadata()?.len())
+        pagestream::os::file_len(&self.inner.file)
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Some(&self.inner.path)
     }
 
     fn kernel_readahead(&self) -> bool {

@@ -63,3 +63,25 @@ fn descriptor_and_readahead_off() {
     direct.disable_readahead().expect("no-op");
     assert!(!direct.kernel_readahead());
 }
+
+fn mkfifo(p: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("no NUL in path");
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A directory, a FIFO, a socket and a character device are refused at
+/// open (buffered and O_DIRECT) with an error naming them, never opened to
+/// yield no pages; a FIFO's open does not block. (The tokio-uring engine
+/// reads this same file type.)
+#[test]
+fn only_regular_files_and_block_devices_open() {
+    let things = pagestream::testing::NotRegularFiles::new("uring-kinds", mkfifo);
+    things.assert_refused(|p| UringFile::open(p).map(drop));
+    things.assert_refused(|p| UringFile::open_direct(p, BS).map(drop));
+}

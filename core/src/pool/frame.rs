@@ -51,7 +51,8 @@ pub(crate) const GEN_SHIFT: u32 = 32;
 /// PostgreSQL's BM_MAX_USAGE_COUNT.
 pub(crate) const MAX_USAGE: u64 = 5;
 
-/// No file: the frame holds no block.
+/// No file: the frame holds no block. (File tags count up from 0, one per
+/// file table the pool creates, so no table ever has this tag.)
 pub(crate) const NO_FILE: u64 = u64::MAX;
 
 /// A frame's status (bits 24..26 of the state word).
@@ -128,7 +129,9 @@ pub(crate) enum PinIf {
 pub(crate) struct FrameHeader {
     /// The packed state word above.
     pub(crate) state: AtomicU64,
-    /// Tag: the file this frame holds a block of, or [`NO_FILE`].
+    /// Tag: the file this frame holds a block of, as the pool-local tag of
+    /// the file's table (`table.rs`, `FileTable::tag`; one word, unique per
+    /// file in this pool), or [`NO_FILE`].
     pub(crate) file: AtomicU64,
     /// Tag: the block (meaningless with `NO_FILE`).
     pub(crate) block: AtomicU64,

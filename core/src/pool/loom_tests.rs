@@ -32,10 +32,10 @@ fn loom_hit_races_eviction() {
     loom::model(|| {
         let pool = pool(1);
         let p = Arc::clone(&pool.inner);
-        let mut view = p.file_view(7);
+        let mut view = p.file_view(FileId::new(7));
         warm(&p, &mut view, 0);
         let p2 = Arc::clone(&p);
-        let mut view2 = p.file_view(7);
+        let mut view2 = p.file_view(FileId::new(7));
         let hitter = loom::thread::spawn(move || {
             if let Ok(Some(l)) = p2.lookup_existing(&mut view2, 0) {
                 let f = match l {
@@ -64,10 +64,10 @@ fn loom_one_reader_per_block() {
         let p = Arc::clone(&pool.inner);
         let p2 = Arc::clone(&p);
         let t = loom::thread::spawn(move || {
-            let mut v = p2.file_view(3);
+            let mut v = p2.file_view(FileId::new(3));
             p2.lookup(&mut v, 9, None).unwrap()
         });
-        let mut v = p.file_view(3);
+        let mut v = p.file_view(FileId::new(3));
         let a = p.lookup(&mut v, 9, None).unwrap();
         let b = t.join().unwrap();
         let reads = [a, b]
@@ -96,7 +96,7 @@ fn loom_waiter_is_never_lost() {
     loom::model(|| {
         let pool = pool(1);
         let p = Arc::clone(&pool.inner);
-        let mut v = p.file_view(1);
+        let mut v = p.file_view(FileId::new(1));
         let f = match p.lookup(&mut v, 0, None).unwrap() {
             Lookup::Read(f) => f,
             other => panic!("{other:?}"),
@@ -124,18 +124,18 @@ fn loom_install_keeps_a_pin_taken_through_a_wrapped_stale_slot() {
     loom::model(|| {
         let pool = pool(1);
         let p = Arc::clone(&pool.inner);
-        let mut old = p.file_view(7);
+        let mut old = p.file_view(FileId::new(7));
         warm(&p, &mut old, 0);
         let f = 0;
         let g = frame::gen(p.header(f).load());
-        let mut other = p.file_view(9);
+        let mut other = p.file_view(FileId::new(9));
         warm(&p, &mut other, 3);
         // 2^32 - 2 claims later: the next claim brings generation `g` back,
         // which the slot of 7/0 still names.
         p.header(f).set_gen(g.wrapping_sub(1));
         let p2 = Arc::clone(&p);
         let stale = loom::thread::spawn(move || p2.lookup_existing(&mut old, 0));
-        let mut v = p.file_view(8);
+        let mut v = p.file_view(FileId::new(8));
         let f1 = match p.lookup(&mut v, 1, None) {
             Ok(Lookup::Read(f1)) => f1,
             other => panic!("{other:?}"),

@@ -272,7 +272,7 @@ impl BufferPool {
     /// Whether `block` of `file` is in the pool with valid contents.
     pub fn contains(&self, file: FileId, block: BlockNumber) -> bool {
         let inner = &self.inner;
-        let Some(table) = lock(&inner.files).get(&file.0).cloned() else {
+        let Some(table) = lock(&inner.files).get(&file).cloned() else {
             return false;
         };
         match table.peek(block) {
@@ -312,9 +312,10 @@ pub(crate) struct PoolInner {
     pub(crate) nframes: usize,
     /// One header per frame (state word + tag).
     headers: Box<[FrameHeader]>,
-    /// Block tables by file id; locked only when a stream is built and for
-    /// maintenance, never on a lookup (streams cache their `FileView`).
-    files: Mutex<HashMap<u64, Arc<FileTable>>>,
+    /// Block tables by file id, each with its own tag (see `FileTable::tag`);
+    /// locked only when a stream is built and for maintenance, never on a
+    /// lookup (streams cache their `FileView`). Tables are never removed.
+    files: Mutex<HashMap<FileId, Arc<FileTable>>>,
     /// Clock-sweep hand; only the miss path touches it.
     hand: AtomicU64,
     /// Tasks waiting for another stream's read.
@@ -408,12 +409,17 @@ impl PoolInner {
     }
 
     /// The view a stream uses to look blocks of `file` up.
-    pub(crate) fn file_view(&self, file: u64) -> FileView {
+    pub(crate) fn file_view(&self, file: FileId) -> FileView {
+        let mut files = lock(&self.files);
+        // Tables are never removed, so the count so far is a tag no table
+        // has had.
+        let tag = files.len() as u64;
         let table = Arc::clone(
-            lock(&self.files)
+            files
                 .entry(file)
-                .or_insert_with(|| Arc::new(FileTable::new(file))),
+                .or_insert_with(|| Arc::new(FileTable::new(tag))),
         );
+        drop(files);
         FileView::new(table)
     }
 
@@ -464,7 +470,8 @@ impl PoolInner {
         self.probe(view, block).map(Result::ok)
     }
 
-    /// Pins the frame a slot names if it still holds `(file, block)`.
+    /// Pins the frame a slot names if it still holds `(file, block)`
+    /// (`file`: the file table's tag, see `FileTable::tag`).
     #[inline]
     fn pin_slot(&self, slot: u64, file: u64, block: BlockNumber) -> SlotPin {
         if slot == EMPTY_SLOT {
@@ -737,7 +744,7 @@ impl PoolInner {
     }
 
     fn invalidate(&self, file: FileId) -> usize {
-        let Some(table) = lock(&self.files).get(&file.0).cloned() else {
+        let Some(table) = lock(&self.files).get(&file).cloned() else {
             return 0;
         };
         let mut dropped = 0;

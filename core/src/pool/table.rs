@@ -64,14 +64,18 @@ const DENSE_CHUNKS: usize = 1 << 16;
 /// The block table of one file.
 #[derive(Debug)]
 pub(crate) struct FileTable {
-    pub(crate) id: u64,
+    /// The pool-local number of this table (the order it was created in):
+    /// what frames holding the file's blocks carry as their file tag. The
+    /// pool maps each [`FileId`](crate::FileId) to its own table, and
+    /// tables live as long as the pool, so no two files share a tag.
+    pub(crate) tag: u64,
     chunks: Mutex<HashMap<usize, Arc<Chunk>>>,
 }
 
 impl FileTable {
-    pub(crate) fn new(id: u64) -> Self {
+    pub(crate) fn new(tag: u64) -> Self {
         FileTable {
-            id,
+            tag,
             chunks: Mutex::new(HashMap::new()),
         }
     }
@@ -130,8 +134,10 @@ impl FileView {
         }
     }
 
+    /// The file's tag in frame headers (see [`FileTable::tag`]): what the
+    /// pool compares a frame's `file` with.
     pub(crate) fn id(&self) -> u64 {
-        self.table.id
+        self.table.tag
     }
 
     /// The slot of `block`, creating its chunk if needed. Small enough to

@@ -23,8 +23,8 @@ fn read_valid(p: &PoolInner, view: &mut FileView, block: u64) -> u32 {
 #[test]
 fn a_stale_slot_never_pins_another_block_even_after_the_generation_wraps() {
     let p = pool(1);
-    let mut a = p.file_view(7);
-    let mut b = p.file_view(8);
+    let mut a = p.file_view(FileId::new(7));
+    let mut b = p.file_view(FileId::new(8));
     let f = read_valid(&p, &mut a, 0);
     let g = frame::gen(p.header(f).load());
     assert_eq!(read_valid(&p, &mut b, 1), f, "one frame, reused");
@@ -51,10 +51,10 @@ fn a_stale_slot_never_pins_another_block_even_after_the_generation_wraps() {
 /// the frame's generation again. This claims the frame at that generation.
 /// Returns the frame, its generation, and file 7's view.
 fn claim_at_wrapped_gen(p: &PoolInner) -> (u32, u32, FileView) {
-    let mut a = p.file_view(7);
+    let mut a = p.file_view(FileId::new(7));
     let f = read_valid(p, &mut a, 0);
     let g = frame::gen(p.header(f).load());
-    let mut other = p.file_view(9);
+    let mut other = p.file_view(FileId::new(9));
     assert_eq!(read_valid(p, &mut other, 3), f, "one frame, reused");
     // 2^32 - 2 claims later: the next claim brings generation `g` back.
     p.header(f).set_gen(g.wrapping_sub(1));
@@ -81,7 +81,7 @@ fn install_and_release_keep_a_pin_taken_through_a_wrapped_stale_slot() {
         PinIf::Pinned,
         "the stale lookup pins"
     );
-    let mut b = p.file_view(8);
+    let mut b = p.file_view(FileId::new(8));
     let not_what_is_there = table::pack(f, g.wrapping_add(9));
     assert_eq!(
         p.install(f, &mut b, 1, not_what_is_there),
@@ -132,7 +132,7 @@ fn install_and_release_keep_a_pin_taken_through_a_wrapped_stale_slot() {
 #[test]
 fn a_full_pin_count_refuses_more_pins() {
     let p = pool(1);
-    let mut v = p.file_view(1);
+    let mut v = p.file_view(FileId::new(1));
     let f = read_valid(&p, &mut v, 0);
     let s = p.header(f).load();
     p.header(f)
@@ -152,7 +152,7 @@ fn a_full_pin_count_refuses_more_pins() {
 #[test]
 fn huge_block_numbers_do_not_allocate_huge_tables() {
     let p = pool(4);
-    let mut v = p.file_view(1);
+    let mut v = p.file_view(FileId::new(1));
     for b in [(1u64 << 49) - 1, 1 << 40, u64::MAX >> 13] {
         let f = read_valid(&p, &mut v, b);
         assert!(matches!(p.lookup_existing(&mut v, b), Ok(Some(Lookup::Hit(g))) if g == f));
@@ -164,8 +164,8 @@ fn huge_block_numbers_do_not_allocate_huge_tables() {
 #[test]
 fn invalidate_frees_one_files_frames() {
     let p = pool(8);
-    let mut a = p.file_view(1);
-    let mut b = p.file_view(2);
+    let mut a = p.file_view(FileId::new(1));
+    let mut b = p.file_view(FileId::new(2));
     for blk in 0..3 {
         read_valid(&p, &mut a, blk);
     }
@@ -175,7 +175,7 @@ fn invalidate_frees_one_files_frames() {
         other => panic!("{other:?}"),
     };
     assert_eq!(
-        p.invalidate(FileId(1)),
+        p.invalidate(FileId::new(1)),
         2,
         "blocks 1 and 2; block 0 is pinned"
     );

@@ -37,6 +37,17 @@ pub trait Harness {
         block_size: usize,
     ) -> (<Self::Engine as IoEngine>::File, u64);
 
+    /// A file of `nblocks` stamped blocks as [`stamped_file`](Self::stamped_file)
+    /// makes, followed by `tail` bytes (`0 < tail < block_size`): the first
+    /// `tail` bytes of block `nblocks`'s stamp. Returns the file and its
+    /// seed.
+    fn stamped_file_with_tail(
+        &self,
+        nblocks: u64,
+        block_size: usize,
+        tail: usize,
+    ) -> (<Self::Engine as IoEngine>::File, u64);
+
     /// Whether the engine reads with O_DIRECT-like alignment needs (only
     /// used to word messages).
     fn name(&self) -> String;
@@ -80,6 +91,7 @@ pub async fn run_all<H: Harness>(h: &H) {
         abandoned_stream,
         reset,
         past_end_of_file,
+        partial_last_block,
         pool_exhausted,
         eio_in_the_middle,
         eio_in_backward_run,
@@ -601,6 +613,90 @@ pub async fn past_end_of_file<H: Harness>(h: &H) {
     assert!(s.next().await.is_none());
     s.close().await;
     assert_no_pins(&pool, "past_end_of_file");
+}
+
+/// A file whose length is not a multiple of the block size: by default the
+/// stream is not built, with an error naming the file's length, the block
+/// size and the tail; asked for, the tail is a short last page, read in
+/// every order the planner combines it in, cold and warm, and the engine's
+/// short read at the end of the file is not an error.
+pub async fn partial_last_block<H: Harness>(h: &H) {
+    let (n, tail) = (6u64, 4153usize);
+    let len = n * BS as u64 + tail as u64;
+    let (file, seed) = h.stamped_file_with_tail(n, BS, tail);
+    let pool = BufferPool::new(64, BS).expect("pool");
+    let what = "partial_last_block";
+    match builder(&pool, h, file.clone()).build(source::forward(0..n + 1)) {
+        Ok(_) => panic!("{what}: a stream over a {len}-byte file was built without a word"),
+        Err(e) => {
+            let msg = e.to_string();
+            for part in [len.to_string(), BS.to_string(), tail.to_string()] {
+                assert!(msg.contains(&part), "{what}: error must say {part}: {msg}");
+            }
+        }
+    }
+    assert_eq!(file.block_count(BS).expect("block_count").blocks(), n + 1);
+    let want_tail = &stamp::page(seed, n, BS)[..tail];
+    let orders: [(&str, Vec<BlockNumber>); 4] = [
+        ("forward, cold", (0..=n).collect()),
+        ("forward, warm", (0..=n).collect()),
+        ("backward", (0..=n).rev().collect()),
+        ("last block alone", vec![n, n - 1, n]),
+    ];
+    for (i, (order, blocks)) in orders.into_iter().enumerate() {
+        // A fresh pool for the backward run and the last block alone, so
+        // they read (not hit) the partial block.
+        let fresh;
+        let pool = if i >= 2 {
+            fresh = BufferPool::new(64, BS).expect("pool");
+            &fresh
+        } else {
+            &pool
+        };
+        let mut s = builder(pool, h, file.clone())
+            .short_last_page(true)
+            .max_ios(4)
+            .io_combine_limit(8)
+            .build(source::iter(blocks.clone()))
+            .unwrap_or_else(|e| panic!("{what} ({order}): build: {e}"));
+        assert_eq!(s.file_len(), len, "{what} ({order}): file_len");
+        for &b in &blocks {
+            let page = s
+                .next()
+                .await
+                .unwrap_or_else(|| panic!("{what} ({order}): ended before block {b}"))
+                .unwrap_or_else(|e| panic!("{what} ({order}): block {b}: {e}"));
+            assert_eq!(page.block(), b, "{what} ({order}): wrong block");
+            if b == n {
+                assert_eq!(page.len(), tail, "{what} ({order}): short page's length");
+                assert!(
+                    &page[..] == want_tail,
+                    "{what} ({order}): the short page holds the wrong bytes"
+                );
+            } else {
+                assert!(
+                    stamp::check(seed, b, &page),
+                    "{what} ({order}): block {b} has wrong contents"
+                );
+            }
+        }
+        let e = s.next().await;
+        assert!(e.is_none(), "{what} ({order}): more pages than asked for");
+        s.close().await;
+        assert_no_pins(pool, what);
+    }
+    // One block further is past the end, as ever.
+    let mut s = builder(&pool, h, file)
+        .short_last_page(true)
+        .build(source::iter(vec![n + 1]))
+        .expect("build");
+    let e = expect_err(s.next().await, what);
+    assert!(
+        matches!(ReadError::from_io(&e), Some(ReadError::PastEnd { block, .. }) if *block == n + 1),
+        "{what}: {e}"
+    );
+    s.close().await;
+    assert_no_pins(&pool, what);
 }
 
 /// A consumer holding every frame gets a clear error, not a hang; the block

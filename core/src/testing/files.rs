@@ -89,6 +89,20 @@ impl StampedFile {
         StampedFile { path, seed }
     }
 
+    /// As [`new`](Self::new), followed by a partial block of `tail` bytes:
+    /// the first `tail` bytes of block `nblocks`'s stamp.
+    pub fn with_tail(tag: &str, nblocks: u64, block_size: usize, tail: usize) -> StampedFile {
+        let f = StampedFile::new(tag, nblocks, block_size);
+        let page = stamp::page(f.seed, nblocks, block_size);
+        let mut out = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&f.path)
+            .expect("reopen temp file");
+        out.write_all(&page[..tail]).expect("write tail");
+        out.sync_all().expect("fsync");
+        f
+    }
+
     /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path
@@ -181,7 +195,38 @@ where
     }
 
     fn stamped_file(&self, nblocks: u64, block_size: usize) -> (E::File, u64) {
-        let stamped = StampedFile::new(&self.name, nblocks, block_size);
+        self.keep_open(
+            StampedFile::new(&self.name, nblocks, block_size),
+            block_size,
+        )
+    }
+
+    fn stamped_file_with_tail(
+        &self,
+        nblocks: u64,
+        block_size: usize,
+        tail: usize,
+    ) -> (E::File, u64) {
+        let stamped = StampedFile::with_tail(&self.name, nblocks, block_size, tail);
+        self.keep_open(stamped, block_size)
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn reads_stay_pending(&self) -> bool {
+        self.pending
+    }
+}
+
+impl<E, O> DiskFiles<E, O>
+where
+    E: IoEngine<File: Clone + 'static> + Clone + 'static,
+    O: Fn(&Path, usize) -> io::Result<E::File>,
+{
+    /// Opens `stamped`, unlinks it and keeps the open file.
+    fn keep_open(&self, stamped: StampedFile, block_size: usize) -> (E::File, u64) {
         let file = (self.open)(stamped.path(), block_size).expect("open stamped file");
         let seed = stamped.seed();
         stamped.remove();
@@ -191,13 +236,76 @@ where
             .push(file.clone());
         (file, seed)
     }
+}
 
-    fn name(&self) -> String {
-        self.name.clone()
+/// Things no stream can read, for checking that an engine's open refuses
+/// them: a directory, a FIFO, a Unix socket, and the character device
+/// `/dev/null`. Made in a fresh temp directory, removed when dropped.
+#[derive(Debug)]
+pub struct NotRegularFiles {
+    dir: PathBuf,
+    paths: Vec<PathBuf>,
+}
+
+impl NotRegularFiles {
+    /// Makes them; `mkfifo` makes a FIFO at a path (std cannot; engines'
+    /// tests call `libc::mkfifo`).
+    pub fn new(tag: &str, mkfifo: impl Fn(&Path) -> io::Result<()>) -> NotRegularFiles {
+        let dir = temp_path(tag).with_extension("d");
+        std::fs::create_dir(&dir).expect("create temp dir");
+        let fifo = dir.join("fifo");
+        mkfifo(&fifo).expect("mkfifo");
+        let socket = dir.join("socket");
+        // Only the socket file matters; the listener may go.
+        drop(std::os::unix::net::UnixListener::bind(&socket).expect("bind socket"));
+        let paths = vec![dir.clone(), fifo, socket, PathBuf::from("/dev/null")];
+        NotRegularFiles { dir, paths }
     }
 
-    fn reads_stay_pending(&self) -> bool {
-        self.pending
+    /// The paths.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// Checks that `open` refuses every path with
+    /// [`io::ErrorKind::InvalidInput`] and a message naming it. Each open
+    /// runs on a thread of its own and must answer within 20 s: an open
+    /// that blocks (a FIFO's, waiting for a writer) fails the check.
+    pub fn assert_refused<O>(&self, open: O)
+    where
+        O: Fn(&Path) -> io::Result<()> + Clone + Send + 'static,
+    {
+        for p in &self.paths {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (open, path) = (open.clone(), p.clone());
+            std::thread::spawn(move || {
+                let _ = tx.send(open(&path));
+            });
+            let r = rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("opening {} blocked (no answer in 20 s)", p.display()));
+            let e = match r {
+                Ok(()) => panic!("{} was opened as a file a stream can read", p.display()),
+                Err(e) => e,
+            };
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&p.display().to_string()),
+                "the error must name {}: {msg}",
+                p.display()
+            );
+            assert!(
+                msg.contains("not a regular file or block device"),
+                "the error must say why: {msg}"
+            );
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{msg}");
+        }
+    }
+}
+
+impl Drop for NotRegularFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -80,7 +80,7 @@ impl MemEngine {
     /// id, so two files never share contents.
     pub fn create_stamped(&self, nblocks: u64, block_size: usize) -> MemFile {
         let id = FileId::anonymous();
-        let seed = id.raw();
+        let seed = id.anonymous_serial().expect("an anonymous id");
         let mut data = vec![0u8; nblocks as usize * block_size];
         for (b, page) in data.chunks_mut(block_size).enumerate() {
             stamp::fill(seed, b as u64, page);
@@ -91,6 +91,22 @@ impl MemEngine {
             readahead: false,
             seed,
         }
+    }
+
+    /// A file of `nblocks` stamped blocks and a partial one of `tail`
+    /// bytes (the start of block `nblocks`'s stamp), seeded like
+    /// [`create_stamped`](Self::create_stamped).
+    pub fn create_stamped_with_tail(
+        &self,
+        nblocks: u64,
+        block_size: usize,
+        tail: usize,
+    ) -> MemFile {
+        let mut f = self.create_stamped(nblocks + 1, block_size);
+        let mut data = Arc::try_unwrap(f.data).expect("a fresh file");
+        data.truncate(nblocks as usize * block_size + tail);
+        f.data = Arc::new(data);
+        f
     }
 
     /// Reads issued so far (remainders count again).

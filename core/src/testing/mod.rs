@@ -23,7 +23,7 @@ pub mod stamp;
 mod timer;
 mod wrappers;
 
-pub use files::{DiskFiles, StampedFile};
+pub use files::{DiskFiles, NotRegularFiles, StampedFile};
 pub use mem::{MemEngine, MemFile};
 pub use timer::{ThreadTimer, Timer};
 pub use wrappers::{Capped, Delayed, FaultPlan, Faulty, LatencyStats, PanicOnFinish, Stall};

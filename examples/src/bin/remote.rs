@@ -656,7 +656,7 @@ impl Bench {
         let n = o.pages;
         let sync = SyncScans::new();
         let parallel = ParallelScan::new(n);
-        let file_key = self.file.id().raw();
+        let file_key = self.file.id();
         let starts = RefCell::new(Vec::new());
         let make = || -> io::Result<Remote> {
             let src: Source = match row {

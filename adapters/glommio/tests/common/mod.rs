@@ -91,6 +91,10 @@ impl EngineFile for Local<GlommioFile> {
     fn kernel_readahead(&self) -> bool {
         self.get().kernel_readahead()
     }
+
+    fn path(&self) -> Option<&Path> {
+        EngineFile::path(self.get())
+    }
 }
 
 type OpenReply = mpsc::Sender<io::Result<OwnedDmaFile>>;
