@@ -122,7 +122,7 @@ pub use plan::AdvicePolicy;
 pub use pool::{BufferPool, PoolBuilder, RingSize};
 pub use source::BlockSource;
 pub use stats::{Limit, PoolStats, StreamStats};
-pub use stream::{ReadStream, StreamBuilder, MAX_IOS, MAX_IO_COMBINE_LIMIT};
+pub use stream::{ReadStream, StreamBuilder, YieldBudget, MAX_IOS, MAX_IO_COMBINE_LIMIT};
 
 /// The README's example, compiled and run as a doc-test.
 #[cfg(doctest)]

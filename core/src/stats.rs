@@ -52,6 +52,9 @@ pub struct StreamStats {
     pub waits: u64,
     /// Time spent waiting for I/O.
     pub wait_time: Duration,
+    /// Times the stream returned `Pending` to let other tasks run, its
+    /// yield budget spent (see `StreamBuilder::yield_budget`); not waits.
+    pub budget_yields: u64,
     /// Sum of the distance sampled at each page handed out (for the mean).
     pub distance_sum: u64,
     /// Largest look-ahead distance reached.
@@ -128,6 +131,7 @@ impl StreamStats {
         self.shared_reads += o.shared_reads;
         self.waits += o.waits;
         self.wait_time += o.wait_time;
+        self.budget_yields += o.budget_yields;
         self.distance_sum += o.distance_sum;
         self.max_distance = self.max_distance.max(o.max_distance);
         self.limited_by_distance += o.limited_by_distance;
@@ -171,9 +175,10 @@ impl fmt::Display for StreamStats {
         )?;
         writeln!(
             f,
-            "Waits: {} totalling {:.3} ms  Distance: mean={:.1} max={}",
+            "Waits: {} totalling {:.3} ms  Yields: {}  Distance: mean={:.1} max={}",
             self.waits,
             self.wait_time.as_secs_f64() * 1e3,
+            self.budget_yields,
             self.mean_distance(),
             self.max_distance
         )?;

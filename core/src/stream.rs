@@ -23,6 +23,32 @@ pub const MAX_IO_COMBINE_LIMIT: usize = 128;
 /// Largest `max_ios` (PostgreSQL's `effective_io_concurrency` maximum).
 pub const MAX_IOS: usize = 1000;
 
+/// How long a stream may go on handing out items without giving its task
+/// back to the runtime; see [`StreamBuilder::yield_budget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum YieldBudget {
+    /// After this many items in a row without a `Pending` (at least 1), the
+    /// next poll wakes the task and returns `Pending` once.
+    Items(usize),
+    /// Never yield for the budget: only a wait for I/O returns `Pending`.
+    Unlimited,
+}
+
+impl YieldBudget {
+    /// The default, [`Items(64)`](YieldBudget::Items): what the tasks beside
+    /// the stream wait is bounded by 64 pages of the consumer's work, and a
+    /// yield's cost is spread over 64 pages (the reasons and figures are in
+    /// the [`design`](crate::design) notes, §4).
+    pub const DEFAULT: YieldBudget = YieldBudget::Items(64);
+}
+
+impl Default for YieldBudget {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// A finished read: its slot, `Ok(served_from_cache) | Err`, and its frame
 /// list (emptied) to reuse for a later read.
 type Done = (u32, Result<bool, io::Error>, Vec<u32>);
@@ -91,6 +117,7 @@ pub struct StreamBuilder<E: IoEngine> {
     full: bool,
     prefetch: bool,
     short_last_page: bool,
+    yield_budget: YieldBudget,
 }
 
 impl<E: IoEngine> fmt::Debug for StreamBuilder<E> {
@@ -105,6 +132,7 @@ impl<E: IoEngine> fmt::Debug for StreamBuilder<E> {
             .field("fast_path", &self.fast_path)
             .field("full", &self.full)
             .field("short_last_page", &self.short_last_page)
+            .field("yield_budget", &self.yield_budget)
             .finish_non_exhaustive()
     }
 }
@@ -207,6 +235,41 @@ impl<E: IoEngine> StreamBuilder<E> {
         self
     }
 
+    /// How many items the stream hands out in a row before it yields to the
+    /// runtime. Default [`YieldBudget::DEFAULT`], 64 items.
+    ///
+    /// A stream whose pages are in the pool (or whose engine completes reads
+    /// inline) is always ready, so a consumer looping on `next().await`
+    /// would never give its thread back, and every task beside it — timers,
+    /// I/O, a `timeout` around the scan — would wait for the whole scan. With
+    /// a budget of `n`, after `n` items in a row without a `Pending` the next
+    /// poll wakes the task and returns `Pending` once, on any runtime or
+    /// executor; the poll after that goes on where the stream was. The count
+    /// starts again at every `Pending` (a wait for I/O gives the thread back
+    /// anyway) and runs on across [`ReadStream::reset`]; every item counts,
+    /// pages, errors and the end alike, from the fast path as from the queue.
+    /// A yield for the budget is not a wait: it leaves
+    /// [`StreamStats::waits`] and the look-ahead distance alone and counts in
+    /// [`StreamStats::budget_yields`].
+    ///
+    /// With the crate's `tokio` feature, on a tokio runtime the stream also
+    /// takes part in tokio's own per-task budget
+    /// (`tokio::task::coop::poll_proceed`: each item spends one unit, and
+    /// when the task's budget is spent the stream returns `Pending` until
+    /// the task is polled again), and it yields as `tokio::task::yield_now`
+    /// does, after the scheduler has run the other ready tasks and polled
+    /// its timers and I/O. [`YieldBudget::Unlimited`] turns off the stream's
+    /// own budget only; `tokio::task::coop::unconstrained` turns off tokio's.
+    ///
+    /// `YieldBudget::Items(0)` is a [`BuildError::Zero`].
+    ///
+    /// [`StreamStats::waits`]: crate::StreamStats::waits
+    /// [`StreamStats::budget_yields`]: crate::StreamStats::budget_yields
+    pub fn yield_budget(mut self, budget: YieldBudget) -> Self {
+        self.yield_budget = budget;
+        self
+    }
+
     /// Validates the configuration, asks the file's length and builds the
     /// stream over `source`.
     pub fn build<S: BlockSource>(self, source: S) -> Result<ReadStream<E, S>, BuildError> {
@@ -229,6 +292,15 @@ impl<E: IoEngine> StreamBuilder<E> {
                 max: MAX_IOS,
             });
         }
+        let yield_every = match self.yield_budget {
+            YieldBudget::Items(0) => {
+                return Err(BuildError::Zero {
+                    what: "yield budget",
+                })
+            }
+            YieldBudget::Items(n) => n as u64,
+            YieldBudget::Unlimited => u64::MAX,
+        };
         let pool = self.pool.inner;
         let ring = match self.ring {
             None => None,
@@ -316,6 +388,8 @@ impl<E: IoEngine> StreamBuilder<E> {
             wait_started: None,
             done_scratch: Vec::new(),
             prefetch: self.prefetch,
+            yield_every,
+            yield_left: yield_every,
         })
     }
 }
@@ -372,6 +446,11 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     done_scratch: Vec<Done>,
     /// Prefetch the next page's memory when handing one out.
     prefetch: bool,
+    /// The yield budget: items in a row between two yields
+    /// (`u64::MAX`: unlimited, never reached).
+    yield_every: u64,
+    /// Items the stream may still hand out before it yields.
+    yield_left: u64,
 }
 
 // Nothing in a ReadStream relies on its address staying put.
@@ -406,6 +485,7 @@ impl<E: IoEngine> ReadStream<E, crate::source::Forward> {
             full: false,
             prefetch: false,
             short_last_page: false,
+            yield_budget: YieldBudget::DEFAULT,
         }
     }
 }
@@ -649,10 +729,13 @@ fn prefetch_page(page: *const u8, len: usize) {
     let _ = (page, len);
 }
 
-impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
-    type Item = io::Result<PageGuard<S::Data>>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
+    /// The next item, or `Pending` while it is read; the yield budget is
+    /// `poll_next`'s.
+    fn poll_page(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<io::Result<PageGuard<S::Data>>>> {
         let this = self.get_mut();
         loop {
             if this.drain_done() {
@@ -708,6 +791,61 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
             return Poll::Pending;
         }
     }
+}
+
+impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
+    type Item = io::Result<PageGuard<S::Data>>;
+
+    // `poll_page` under the yield budget (see `StreamBuilder::yield_budget`):
+    // a decrement per item, a compare per poll.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.yield_left == 0 {
+            this.yield_left = this.yield_every;
+            this.planner.stats.budget_yields += 1;
+            yield_to_runtime(cx);
+            return Poll::Pending;
+        }
+        #[cfg(feature = "tokio")]
+        let tokio_budget = match tokio::task::coop::poll_proceed(cx) {
+            Poll::Ready(b) => b,
+            Poll::Pending => {
+                // tokio has arranged the wake-up.
+                this.yield_left = this.yield_every;
+                this.planner.stats.budget_yields += 1;
+                return Poll::Pending;
+            }
+        };
+        let item = Pin::new(&mut *this).poll_page(cx);
+        if item.is_ready() {
+            this.yield_left -= 1;
+            #[cfg(feature = "tokio")]
+            tokio_budget.made_progress();
+        } else {
+            this.yield_left = this.yield_every;
+        }
+        item
+    }
+}
+
+/// Arranges for the task to be polled again, after the runtime has run the
+/// others: on tokio (with the `tokio` feature) as `tokio::task::yield_now`
+/// does, after the scheduler has polled its timers and I/O; elsewhere by
+/// waking the task, which puts it at the back of the run queue.
+#[inline(never)]
+fn yield_to_runtime(cx: &mut Context<'_>) {
+    #[cfg(feature = "tokio")]
+    {
+        use std::future::Future;
+        // The first poll of `yield_now` hands the waker to the scheduler
+        // (outside a runtime it wakes it) and is `Pending`; a `Pending`
+        // future has arranged its wake-up, so dropping it then is fine.
+        let mut y = std::pin::pin!(tokio::task::yield_now());
+        if y.as_mut().poll(cx).is_pending() {
+            return;
+        }
+    }
+    cx.waker().wake_by_ref();
 }
 
 impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {

@@ -7,22 +7,38 @@
 //! and releases them in rounds. A round is one storage round trip; what a
 //! stream has held when it has to wait is exactly what it keeps in flight.
 
-use futures::task::noop_waker;
 use futures::Stream;
 use pagestream::source::Forward;
 use pagestream::testing::{stamp, MemEngine, Stall};
 use pagestream::{source, BufferPool, Limit, ReadStream};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 const BS: usize = 8192;
 
 type Remote = ReadStream<Stall<MemEngine>, Forward>;
 
+/// A waker that notes that it was woken.
+#[derive(Default)]
+struct Woken(AtomicBool);
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Polls every stream until it waits or ends (verifying pages), then
 /// releases all held reads; repeats. Returns the rounds (round trips) taken.
+/// A stream that yields to the runtime (its yield budget spent) wakes its
+/// task before returning `Pending`; one that waits for a read does not (the
+/// engine holds every read until the round ends). So a `Pending` with the
+/// task woken is not a round trip.
 fn run_in_rounds(streams: &mut [Remote], seeds: &[u64], n: u64, stall: &Stall<MemEngine>) -> u64 {
-    let waker = noop_waker();
+    let woken = Arc::new(Woken::default());
+    let waker = Waker::from(Arc::clone(&woken));
     let mut cx = Context::from_waker(&waker);
     let mut next = vec![0u64; streams.len()];
     let mut rounds = 0;
@@ -30,6 +46,7 @@ fn run_in_rounds(streams: &mut [Remote], seeds: &[u64], n: u64, stall: &Stall<Me
         let mut live = false;
         for (k, s) in streams.iter_mut().enumerate() {
             loop {
+                woken.0.store(false, Ordering::Relaxed);
                 match Pin::new(&mut *s).poll_next(&mut cx) {
                     Poll::Ready(Some(p)) => {
                         let p = p.unwrap_or_else(|e| panic!("stream {k}: {e}"));
@@ -41,6 +58,7 @@ fn run_in_rounds(streams: &mut [Remote], seeds: &[u64], n: u64, stall: &Stall<Me
                         assert_eq!(next[k], n, "stream {k} ended early");
                         break;
                     }
+                    Poll::Pending if woken.0.load(Ordering::Relaxed) => {}
                     Poll::Pending => {
                         live = true;
                         break;

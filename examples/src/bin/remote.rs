@@ -137,7 +137,6 @@
 //! rows are interleaved (row after row, repeat after repeat). Every stream's
 //! checksum is checked against the table's.
 
-use futures::task::noop_waker;
 use futures::{Stream, StreamExt};
 use pagestream::source::{self, BlockSource, ParallelScan, SyncScans};
 use pagestream::testing::{Delayed, MemEngine, MemFile, Stall, ThreadTimer, Timer};
@@ -934,13 +933,26 @@ fn ramp(o: &Opts, combine: usize) -> io::Result<Vec<(usize, usize)>> {
         .full(o.full)
         .build(source::forward(0..o.pages))
         .map_err(io::Error::from)?;
-    let waker = noop_waker();
+    // A stream that yields to the runtime (its yield budget spent) wakes
+    // its task before returning `Pending`; one that waits for a read does
+    // not (the engine holds every read until the round ends): only the
+    // latter is a round trip.
+    struct Woken(std::sync::atomic::AtomicBool);
+    impl std::task::Wake for Woken {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let woken = Arc::new(Woken(std::sync::atomic::AtomicBool::new(false)));
+    let waker = std::task::Waker::from(Arc::clone(&woken));
     let mut cx = Context::from_waker(&waker);
     let mut rounds = Vec::new();
     loop {
+        woken.0.store(false, Ordering::Relaxed);
         match Pin::new(&mut s).poll_next(&mut cx) {
             Poll::Ready(Some(p)) => drop(p?),
             Poll::Ready(None) => return Ok(rounds),
+            Poll::Pending if woken.0.load(Ordering::Relaxed) => {}
             Poll::Pending => {
                 if stall.held() == 0 {
                     return Err(io::Error::other(
