@@ -386,14 +386,11 @@ fn an_engine_that_panics_starting_a_read_strands_no_frame() {
 /// Polls `s` to its end, catching panics out of `poll_next` (at most
 /// `max_panics` of them, and `max_items` items at most). Returns the items
 /// (block or error) and the number of panics caught.
-fn drain_catching<S>(
-    s: &mut S,
+fn drain_catching<E: IoEngine, S: BlockSource>(
+    s: &mut ReadStream<E, S>,
     max_panics: usize,
     max_items: usize,
-) -> (Vec<io::Result<PageGuard<S::DataOut>>>, usize)
-where
-    S: Stream<Item = io::Result<PageGuard<<S as DataOf>::DataOut>>> + Unpin + DataOf,
-{
+) -> (Vec<io::Result<PageGuard<S::Data>>>, usize) {
     let mut items = Vec::new();
     let mut panics = 0;
     loop {
@@ -412,15 +409,6 @@ where
             }
         }
     }
-}
-
-/// The data type of a stream's pages (lets `drain_catching` name it).
-trait DataOf {
-    type DataOut;
-}
-
-impl<E: IoEngine, S: BlockSource> DataOf for ReadStream<E, S> {
-    type DataOut = S::Data;
 }
 
 /// Checks that `items` are the pages of `blocks` in order, with their
@@ -559,12 +547,18 @@ fn bombs(
 struct HoldFirst<E: IoEngine> {
     inner: E,
     mem: MemEngine,
-    first: Arc<std::sync::Mutex<(bool, Option<(MemFile, ReadRequest)>)>>,
+    first: Arc<std::sync::Mutex<Held>>,
+}
+
+#[derive(Default)]
+struct Held {
+    taken: bool,
+    read: Option<(MemFile, ReadRequest)>,
 }
 
 impl<E: IoEngine> HoldFirst<E> {
     fn release(&self) {
-        let held = self.first.lock().unwrap().1.take();
+        let held = self.first.lock().unwrap().read.take();
         let (file, req) = held.expect("the first read is held");
         self.mem.start_read(&file, req);
     }
@@ -574,9 +568,9 @@ impl<E: IoEngine<File = MemFile>> IoEngine for HoldFirst<E> {
     type File = MemFile;
     fn start_read(&self, file: &MemFile, req: ReadRequest) {
         let mut first = self.first.lock().unwrap();
-        if !first.0 {
-            first.0 = true;
-            first.1 = Some((file.clone(), req));
+        if !first.taken {
+            first.taken = true;
+            first.read = Some((file.clone(), req));
             return;
         }
         drop(first);
