@@ -635,10 +635,17 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
     /// Drops all look-ahead (releasing its pins) and continues from
     /// `source`, with the distance back at its start. Reads in flight finish
     /// on their own and their pages stay in the pool.
+    ///
+    /// If dropping the old look-ahead's data (or the old source) panics,
+    /// the panic comes out of `reset`, and the stream, already on `source`,
+    /// goes on correctly when polled again.
     pub fn reset(&mut self, source: S) {
+        // The new source first: the planner's reset ends by dropping user
+        // data, and the old source is dropped last, both of which may panic.
+        let old = std::mem::replace(&mut self.source, source);
         let (planner, mut env) = self.split();
         planner.reset(&mut env);
-        self.source = source;
+        drop(old);
     }
 
     /// Releases all look-ahead and waits until every read this stream
@@ -850,13 +857,15 @@ fn yield_to_runtime(cx: &mut Context<'_>) {
 
 impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {
     fn drop(&mut self) {
-        let (planner, mut env) = self.split();
-        planner.reset(&mut env);
+        // The pool's bookkeeping first: the reset below ends by dropping
+        // user data, which may panic (it releases every pin before that).
         let pool = &self.shared.pool;
         if let Some(ring) = self.ring.as_mut() {
             pool.flush_ring_counts(ring);
         }
         pool.stream_ended(self.claim);
         lock(&pool.totals).merge(&self.planner.stats);
+        let (planner, mut env) = self.split();
+        planner.reset(&mut env);
     }
 }

@@ -8,7 +8,7 @@
 use futures::task::noop_waker;
 use futures::Stream;
 use pagestream::source::{self, BlockSource};
-use pagestream::testing::{MemEngine, MemFile};
+use pagestream::testing::{stamp, MemEngine, MemFile, Stall};
 use pagestream::{
     BlockNumber, BufferPool, IoEngine, PageGuard, ReadError, ReadRequest, ReadStream,
 };
@@ -381,4 +381,293 @@ fn an_engine_that_panics_starting_a_read_strands_no_frame() {
             .expect("block 0");
         assert_eq!(page.block(), 0);
     }
+}
+
+/// Polls `s` to its end, catching panics out of `poll_next` (at most
+/// `max_panics` of them, and `max_items` items at most). Returns the items
+/// (block or error) and the number of panics caught.
+fn drain_catching<E: IoEngine, S: BlockSource>(
+    s: &mut ReadStream<E, S>,
+    max_panics: usize,
+    max_items: usize,
+) -> (Vec<io::Result<PageGuard<S::Data>>>, usize) {
+    let mut items = Vec::new();
+    let mut panics = 0;
+    loop {
+        match catch_unwind(AssertUnwindSafe(|| next_bounded(&mut *s, 1000))) {
+            Ok(None) => return (items, panics),
+            Ok(Some(item)) => {
+                items.push(item);
+                assert!(items.len() <= max_items, "more items than the source names");
+            }
+            Err(_) => {
+                panics += 1;
+                assert!(
+                    panics <= max_panics,
+                    "{panics} panics out of poll_next, {max_panics} injected"
+                );
+            }
+        }
+    }
+}
+
+/// Checks that `items` are the pages of `blocks` in order, with their
+/// stamped bytes, except that a block in `may_fail` may instead be the
+/// error of its cancelled read.
+fn check_pages<D>(
+    items: &[io::Result<PageGuard<D>>],
+    blocks: &[BlockNumber],
+    seed: u64,
+    may_fail: &[BlockNumber],
+) {
+    assert_eq!(items.len(), blocks.len(), "one item per block named");
+    for (item, &b) in items.iter().zip(blocks) {
+        match item {
+            Ok(page) => {
+                assert_eq!(page.block(), b, "pages out of order");
+                assert!(stamp::check(seed, b, page), "block {b}: wrong bytes");
+            }
+            Err(e) => {
+                assert!(may_fail.contains(&b), "block {b}: {e}");
+                assert!(
+                    matches!(ReadError::from_io(e), Some(ReadError::Cancelled { block }) if *block == b),
+                    "block {b}: want its read's cancellation, got {e}"
+                );
+            }
+        }
+    }
+}
+
+/// An engine panic on the fast path: the first miss after a run of hits
+/// (blocks 0..4 are cached, block 4 is not) panics in `start_read`. The
+/// stream must leave the fast path before engine code runs: polled again,
+/// it hands out the page it was handing out (block 3), then every later
+/// block in order (block 4's read was dropped by the panic and is reported
+/// cancelled in its place), and ends with nothing pinned.
+#[test]
+fn an_engine_panic_on_the_fast_path_leaves_it() {
+    let pool = BufferPool::new(64, BS).unwrap();
+    let mem = MemEngine::new();
+    let file = mem.create_stamped(12, BS);
+    {
+        let mut warm = ReadStream::builder(&pool, mem.clone(), file.clone())
+            .build(source::forward(0..4))
+            .unwrap();
+        while let Some(page) = next_bounded(&mut warm, 100) {
+            page.unwrap();
+        }
+    }
+    let engine = PanicOnce {
+        inner: mem,
+        in_advise: false,
+        armed: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+    };
+    let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+        .build(source::forward(0..12))
+        .unwrap();
+    let (items, panics) = drain_catching(&mut s, 1, 12);
+    assert_eq!(panics, 1, "the engine's panic comes out of poll_next");
+    assert!(
+        s.stats().fast_path_pages > 0,
+        "the scan never took the fast path"
+    );
+    let blocks: Vec<BlockNumber> = (0..12).collect();
+    check_pages(&items, &blocks, file.seed(), &[4]);
+    drop(items);
+    drop(s);
+    let st = pool.stats();
+    assert_eq!(
+        (st.pinned, st.reading),
+        (0, 0),
+        "a frame outlived the stream"
+    );
+}
+
+/// A block taken from the source while a pending read is started is not
+/// lost when the engine panics starting that read: source 0, 1, 2, 10 (as
+/// a bitmap scan names them); block 10 ends the pending read 0..=2, whose
+/// start panics. Polled on, the stream retries 0, 1, 2 and hands out 10.
+#[test]
+fn a_block_taken_before_an_engine_panic_is_not_lost() {
+    let pool = BufferPool::new(64, BS).unwrap();
+    let mem = MemEngine::new();
+    let file = mem.create_stamped(16, BS);
+    let engine = PanicOnce {
+        inner: mem,
+        in_advise: false,
+        armed: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+    };
+    let blocks = [0, 1, 2, 10];
+    let mut s = ReadStream::builder(&pool, engine, file.clone())
+        .full(true)
+        .build(source::iter(blocks))
+        .unwrap();
+    let (items, panics) = drain_catching(&mut s, 1, blocks.len());
+    assert_eq!(panics, 1, "the engine's panic comes out of poll_next");
+    check_pages(&items, &blocks, file.seed(), &[]);
+    drop(items);
+    drop(s);
+    let st = pool.stats();
+    assert_eq!(
+        (st.pinned, st.reading),
+        (0, 0),
+        "a frame outlived the stream"
+    );
+}
+
+/// Data whose drop panics once, if armed.
+struct Bomb(Option<Arc<std::sync::atomic::AtomicBool>>);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if let (Some(armed), false) = (&self.0, std::thread::panicking()) {
+            assert!(
+                !armed.swap(false, Ordering::Relaxed),
+                "the data's drop panics"
+            );
+        }
+    }
+}
+
+fn bombs(
+    blocks: std::ops::Range<BlockNumber>,
+    at: BlockNumber,
+    armed: &Arc<std::sync::atomic::AtomicBool>,
+) -> source::WithData<std::vec::IntoIter<(BlockNumber, Bomb)>> {
+    source::with_data(
+        blocks
+            .map(|b| (b, Bomb((b == at).then(|| Arc::clone(armed)))))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Holds the first read it is given (until [`HoldFirst::release`]) and
+/// passes every other to its inner engine.
+#[derive(Clone)]
+struct HoldFirst<E: IoEngine> {
+    inner: E,
+    mem: MemEngine,
+    first: Arc<std::sync::Mutex<Held>>,
+}
+
+#[derive(Default)]
+struct Held {
+    taken: bool,
+    read: Option<(MemFile, ReadRequest)>,
+}
+
+impl<E: IoEngine> HoldFirst<E> {
+    fn release(&self) {
+        let held = self.first.lock().unwrap().read.take();
+        let (file, req) = held.expect("the first read is held");
+        self.mem.start_read(&file, req);
+    }
+}
+
+impl<E: IoEngine<File = MemFile>> IoEngine for HoldFirst<E> {
+    type File = MemFile;
+    fn start_read(&self, file: &MemFile, req: ReadRequest) {
+        let mut first = self.first.lock().unwrap();
+        if !first.taken {
+            first.taken = true;
+            first.read = Some((file.clone(), req));
+            return;
+        }
+        drop(first);
+        self.inner.start_read(file, req);
+    }
+    fn name(&self) -> &'static str {
+        "hold-first"
+    }
+}
+
+fn poll_once<S: Stream + Unpin>(s: &mut S) -> Poll<Option<S::Item>> {
+    let waker = noop_waker();
+    Pin::new(s).poll_next(&mut Context::from_waker(&waker))
+}
+
+/// A panic in the drop of the old look-ahead's data during `reset`, while
+/// a read of the old blocks is in flight: the stream goes on from the new
+/// source. The old read ends after the new one has started (and while the
+/// new one is still held): its completion must not mark the new entries,
+/// which take the old ones' places in the queue, ready over frames still
+/// being read. Every page of the new source has its own bytes.
+#[test]
+fn a_panic_dropping_data_in_reset_leaves_the_stream_whole() {
+    let pool = BufferPool::new(64, BS).unwrap();
+    let mem = MemEngine::new();
+    let file = mem.create_stamped(16, BS);
+    let stall = Stall::every_read(mem.clone());
+    let engine = HoldFirst {
+        inner: stall.clone(),
+        mem,
+        first: Arc::default(),
+    };
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // One read of 0..8, and a second slot for the new source's read.
+    let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+        .max_ios(2)
+        .io_combine_limit(8)
+        .full(true)
+        .build(bombs(0..8, 3, &armed))
+        .unwrap();
+    assert!(poll_once(&mut s).is_pending(), "the read of 0..8 is held");
+    assert_eq!(s.reads_in_flight(), 1);
+    let r = catch_unwind(AssertUnwindSafe(|| s.reset(bombs(8..16, 99, &armed))));
+    assert!(r.is_err(), "the data's panic comes out of reset");
+    assert!(!armed.load(Ordering::Relaxed));
+    // The new read starts and is held; then the old one ends.
+    assert!(poll_once(&mut s).is_pending(), "the new read is held");
+    engine.release();
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        match poll_once(&mut s) {
+            Poll::Ready(Some(page)) => {
+                let page = page.unwrap();
+                let b = page.block();
+                assert!(
+                    stamp::check(file.seed(), b, &page),
+                    "block {b} handed out with bytes of block {:?}",
+                    stamp::block_of(&page)
+                );
+                got.push(b);
+            }
+            Poll::Ready(None) => break,
+            Poll::Pending => stall.release_all(),
+        }
+    }
+    assert_eq!(got, (8..16).collect::<Vec<_>>());
+    drop(s);
+    let st = pool.stats();
+    assert_eq!(
+        (st.pinned, st.streams),
+        (0, 0),
+        "pins or a stream outlived it"
+    );
+}
+
+/// A panic in the drop of the data still queued when the stream is dropped
+/// leaves no pin and no claim on the pool behind.
+#[test]
+fn a_panic_dropping_data_in_drop_leaves_the_pool_whole() {
+    let pool = BufferPool::new(64, BS).unwrap();
+    let mem = MemEngine::new();
+    let file = mem.create_stamped(16, BS);
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let mut s = ReadStream::builder(&pool, mem, file)
+        .full(true)
+        .build(bombs(0..8, 3, &armed))
+        .unwrap();
+    let first = next_bounded(&mut s, 100).unwrap().unwrap();
+    assert_eq!(first.block(), 0);
+    drop(first);
+    assert_eq!(pool.stats().streams, 1);
+    let r = catch_unwind(AssertUnwindSafe(move || drop(s)));
+    assert!(r.is_err(), "the data's panic comes out of the drop");
+    let st = pool.stats();
+    assert_eq!(
+        (st.pinned, st.streams),
+        (0, 0),
+        "pins or a stream outlived it"
+    );
 }

@@ -186,6 +186,11 @@ pub fn ensure_stamped(
             f.write_all(&buf[..n * block_size])?;
             b += n as u64;
         }
+        // Flushing a large file takes a while: a signal caught during the
+        // last write ends the creation now, not after the flush.
+        if creating.caught().is_some() {
+            return Err(interrupted());
+        }
         f.sync_all()?;
         if creating.caught().is_some() {
             return Err(interrupted());

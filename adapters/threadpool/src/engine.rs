@@ -652,6 +652,19 @@ fn read_bounced(file: &FileInner, req: &mut ReadRequest, flags: libc::c_int) -> 
     Ok(req.copy_from(&aligned[head..head + useful]))
 }
 
+/// Runs `f`, and catches a panic out of it (a request's filter or hook):
+/// nothing unwinds past this call. The panic's payload is user data whose
+/// own drop may panic; it is dropped under a second catch, and what that
+/// one catches is forgotten, so the caller's accounting after the call
+/// (a thread's busy count, the reaper's loop) always runs.
+fn contain_panic(f: impl FnOnce()) {
+    if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        if let Err(again) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(again);
+        }
+    }
+}
+
 /// Reads `req` to the end on this thread, blocking, issuing remainders.
 fn run(shared: &Shared, job: Job) {
     let Job { file, mut req, .. } = job;
@@ -681,7 +694,7 @@ fn worker(shared: Arc<Shared>) {
             // A panic while reading (a filter or hook of the request) drops
             // the request, which cancels it cleanly; the thread goes on, so
             // the pool never loses threads it counts as alive.
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run(&shared, job)));
+            contain_panic(|| run(&shared, job));
             st = lock(&shared.state);
             st.primed_busy -= usize::from(primed);
             continue;
@@ -721,7 +734,7 @@ fn reaper(shared: Arc<Shared>, aio: Arc<Aio>) {
             let res = ev.res;
             // As on the I/O threads, a panic in a filter or hook drops the
             // request (cancelling it) and the reaper goes on.
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| aio_done(&shared, *job, res)));
+            contain_panic(|| aio_done(&shared, *job, res));
         }
         if n == 0 && aio.in_flight.load(Ordering::Acquire) == 0 && lock(&shared.state).shutdown {
             return;
@@ -1082,7 +1095,7 @@ fn helper(shared: Arc<Shared>) {
             drop(st);
             // As on the I/O threads, a panic drops (cancels) the request
             // and the helper goes on.
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run_cached(&shared, job)));
+            contain_panic(|| run_cached(&shared, job));
             // Counted once done, so a count that matches the jobs queued
             // means they have all been published.
             shared.counters.helper_reads.fetch_add(1, Ordering::Relaxed);
@@ -1194,7 +1207,7 @@ impl Shared {
         // filters or hooks is caught here: it does not unwind through this
         // stream's poll (the request may be another stream's). A filter's
         // panic drops the request, which cancels it.
-        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run_cached(self, job)));
+        contain_panic(|| run_cached(self, job));
         self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
         true
     }

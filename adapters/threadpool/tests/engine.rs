@@ -393,6 +393,94 @@ fn a_panic_on_an_io_thread_cancels_the_read_and_keeps_the_thread() {
     assert_eq!(inner.stats().threads_started, 1);
 }
 
+/// A panic payload whose own drop panics.
+struct PayloadPanicsOnDrop;
+
+impl Drop for PayloadPanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("the panic's payload panics when dropped (expected by the test)");
+        }
+    }
+}
+
+/// Panics (once) in the result filter of the first multi-block read, with
+/// a payload whose drop panics too.
+struct PanicWithBadPayload(std::sync::atomic::AtomicBool);
+
+impl pagestream::ReadFilter for PanicWithBadPayload {
+    fn filter(&self, req: &pagestream::ReadRequest, r: io::Result<usize>) -> io::Result<usize> {
+        if req.nblocks() > 1 && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::panic::panic_any(PayloadPanicsOnDrop);
+        }
+        r
+    }
+}
+
+impl std::fmt::Debug for PanicWithBadPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PanicWithBadPayload")
+    }
+}
+
+#[derive(Clone, Debug)]
+struct BadPayload(ThreadPoolEngine, std::sync::Arc<PanicWithBadPayload>);
+
+impl IoEngine for BadPayload {
+    type File = ThreadPoolFile;
+    fn start_read(&self, file: &ThreadPoolFile, mut req: pagestream::ReadRequest) {
+        req.add_filter(self.1.clone());
+        self.0.start_read(file, req);
+    }
+    fn name(&self) -> &'static str {
+        "bad-payload"
+    }
+}
+
+/// A panic on an I/O thread whose payload panics when dropped still keeps
+/// the thread (and the engine's count of its threads): with one thread,
+/// every later read would otherwise wait forever for a thread the engine
+/// counts as alive.
+#[test]
+fn a_panic_payload_that_panics_on_drop_keeps_the_io_thread() {
+    let n = 128;
+    let f = stamped("bad-payload", 12, n);
+    let inner = ThreadPoolEngine::builder().threads(1).nowait(false).build();
+    let once = std::sync::Arc::new(PanicWithBadPayload(std::sync::atomic::AtomicBool::new(
+        false,
+    )));
+    let engine = BadPayload(inner.clone(), once.clone());
+    let file = ThreadPoolFile::open(f.path()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let pool = BufferPool::new(256, BS).unwrap();
+        let mut s = ReadStream::builder(&pool, engine, file)
+            .build(source::forward(0..n))
+            .unwrap();
+        let got = block_on(async {
+            let mut next = 0;
+            while let Some(page) = s.next().await {
+                let page = page.expect("the cancelled read is retried block by block");
+                assert_eq!(page.block(), next);
+                assert!(stamp::check(12, next, &page), "block {next}");
+                next += 1;
+            }
+            s.close().await;
+            next
+        });
+        let _ = tx.send(got);
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the scan hangs: the I/O thread died with the panic's payload");
+    assert_eq!(got, n);
+    assert!(
+        once.0.load(std::sync::atomic::Ordering::SeqCst),
+        "no panic injected"
+    );
+    assert_eq!(inner.stats().threads_started, 1);
+}
+
 #[test]
 fn random_advice_file_gets_willneed_advice_and_reads_correctly() {
     let n = 256;

@@ -95,12 +95,16 @@
 //! `reset`: the end of a source is final (see
 //! [`BlockSource`](crate::BlockSource)), whatever is still pending.
 //!
-//! User code runs inside the planner: the source, and through the [`Env`]
-//! the engine. Every entry holding a pin is in the queue or in `handing`
-//! (the one `pop` hands out while it looks ahead) whenever that code runs,
-//! so a panic leaves every pin where `reset`, and so the stream's drop,
-//! releases it; a read's frames belong to its request before the engine
-//! sees it (see [`Env::start_read`]).
+//! User code runs inside the planner: the source, through the [`Env`] the
+//! engine, and the drop of a block's data. Whenever that code runs the
+//! planner's state is whole: every entry holding a pin is in the queue or
+//! in `handing` (the one `pop` hands out while it looks ahead), a block
+//! taken from the source and not yet queued is in `stashed`, the fast path
+//! is off before the engine runs, and `reset` drops the old entries' data
+//! only once everything else is reset. So a panic leaves every pin where
+//! `reset`, and so the stream's drop, releases it, and the planner goes on
+//! correctly if asked again; a read's frames belong to its request before
+//! the engine sees it (see [`Env::start_read`]).
 
 mod entry;
 #[cfg(test)]
@@ -470,22 +474,30 @@ impl<D> Planner<D> {
                 self.pending_n += 1;
                 continue;
             }
-            // `b` cannot join the pending read: start that first.
-            while self.pending_n > 0 {
-                if self.ios_in_progress >= self.cfg.max_ios || !self.start_pending(env, eff_combine)
-                {
-                    stop = Some(if self.ios_in_progress >= self.cfg.max_ios {
-                        Limit::MaxIos
-                    } else {
-                        Limit::Frames
-                    });
+            // `b` cannot join the pending read: start that first. Starting
+            // it runs the engine, so `b` waits in the stash, not on this
+            // stack: if the engine panics, the next look-ahead takes it.
+            let (b, d) = if self.pending_n > 0 {
+                self.stashed = Some((b, d));
+                while self.pending_n > 0 {
+                    if self.ios_in_progress >= self.cfg.max_ios
+                        || !self.start_pending(env, eff_combine)
+                    {
+                        stop = Some(if self.ios_in_progress >= self.cfg.max_ios {
+                            Limit::MaxIos
+                        } else {
+                            Limit::Frames
+                        });
+                        break;
+                    }
+                }
+                if self.pending_n > 0 {
                     break;
                 }
-            }
-            if self.pending_n > 0 {
-                self.stashed = Some((b, d));
-                break;
-            }
+                self.stashed.take().expect("the block stashed above")
+            } else {
+                (b, d)
+            };
             match valid {
                 Ok(()) => {
                     self.queue.push_back(Entry::pending(b, d));
@@ -836,13 +848,18 @@ impl<D> Planner<D> {
                         self.stats.shared_reads += 1;
                     }
                     Ok(Lookup::Read(f)) => {
+                        // Off the fast path before the engine runs: if it
+                        // panics, the next poll finds two entries queued and
+                        // must take the ordinary path.
+                        self.in_fast_path = false;
                         let slot = *self.free_ios.last().expect("a free read slot");
                         let mut e = Entry::pending(b, d);
                         e.frame = f;
                         e.slot = Slot::Io;
                         self.queue.push_back(e);
                         self.pinned += 1;
-                        self.issue(env, slot, 1, vec![f]);
+                        let at = self.queue.len() - 1;
+                        self.issue(env, slot, at, vec![f]);
                     }
                     Err(()) => self.stashed = Some((b, d)),
                 },
@@ -891,28 +908,33 @@ impl<D> Planner<D> {
     /// Drops all look-ahead (unpinning everything queued) and forgets the
     /// end of the source. Reads in flight finish on their own; their slots
     /// stay taken until they report.
+    ///
+    /// Dropping the entries' data runs user code, which may panic: it runs
+    /// last, once every pin is released and the planner is a fresh one's
+    /// (reads in flight orphaned), so a panic there leaves a planner that
+    /// goes on correctly from the next source.
     pub(crate) fn reset(&mut self, env: &mut impl Env<D>) {
         // Planted bug: leak the first pin.
         #[cfg(pagestream_mutant = "leak_pin")]
         if let Some(e) = self.queue.iter_mut().find(|e| e.frame != NO_FRAME) {
             e.frame = NO_FRAME;
         }
-        // Every pin first, then the entries: dropping their data runs user
-        // code, which may panic.
         for e in self.queue.iter_mut().chain(self.handing.as_mut()) {
             if e.frame != NO_FRAME {
                 env.unpin(std::mem::replace(&mut e.frame, NO_FRAME));
             }
         }
+        let mut queue = std::mem::take(&mut self.queue);
+        let handing = self.handing.take();
+        let stashed = self.stashed.take();
         self.pinned = 0;
         self.pending_n = 0;
-        self.handing = None;
-        self.queue.clear();
+        // The entries' sequence numbers are gone with them: a read of theirs
+        // still in flight must not mark the entries that take those numbers.
         for io in self.ios.iter_mut().flatten() {
             io.orphan = true;
         }
         self.dir = Dir::One;
-        self.stashed = None;
         self.exhausted = false;
         self.in_fast_path = false;
         self.seq_next = None;
@@ -921,5 +943,11 @@ impl<D> Planner<D> {
         } else {
             1
         };
+        // Last: the user's data.
+        drop(stashed);
+        drop(handing);
+        queue.clear();
+        // Keep the queue's allocation (nothing was queued meanwhile).
+        self.queue = queue;
     }
 }
