@@ -280,12 +280,14 @@ fn random_covers_every_block_once_and_bitmap_selects_its_count() {
 
 #[test]
 fn fio_runs_when_installed_and_has_no_checksum() {
-    let has_fio = Command::new("fio")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_fio {
-        eprintln!("fio not installed: skipped");
+    let fio = match Command::new("fio").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("fio --version: {}", o.status)),
+        Err(e) => Err(format!(
+            "cannot run fio: {e}; Debian: apt-get install -y fio"
+        )),
+    };
+    if pagestream::testing::require("fio", fio).is_none() {
         return;
     }
     let file = data_file("fio");

@@ -43,12 +43,8 @@ fn conformance_direct_sqpoll() {
     // without io_uring_enter, completions still come through the driver.
     let uring = tokio_uring::uring_builder().setup_sqpoll(100).clone();
     let rt = tokio_uring::Runtime::new(tokio_uring::builder().uring_builder(&uring));
-    let rt = match rt {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("!!!!!!!! SKIPPED conformance_direct_sqpoll: SQPOLL unavailable: {e}");
-            return;
-        }
+    let Some(rt) = pagestream::testing::require("io_uring SQPOLL", rt) else {
+        return;
     };
     let h = real_files(engine.clone(), true, "tokio-uring O_DIRECT SQPOLL");
     rt.block_on(run_all(&h));

@@ -13,18 +13,23 @@
 //! - [`files`]: stamped temp files on disk ([`StampedFile`]) and the
 //!   conformance harness over them ([`DiskFiles`]), for the tests of
 //!   engines that read real files; std only.
+//! - [`require`]: what a test needing an outside program or kernel feature
+//!   does when it is missing (skip with a printed reason; fail under
+//!   `CI=true`).
 //!
 //! Not a stable API: it changes with the engines' needs.
 
 pub mod conformance;
 pub mod files;
 mod mem;
+mod require;
 pub mod stamp;
 mod timer;
 mod wrappers;
 
 pub use files::{DiskFiles, NotRegularFiles, StampedFile};
 pub use mem::{MemEngine, MemFile};
+pub use require::{in_ci, require, require_named};
 pub use timer::{ThreadTimer, Timer};
 pub use wrappers::{Capped, Delayed, FaultPlan, Faulty, LatencyStats, PanicOnFinish, Stall};
 

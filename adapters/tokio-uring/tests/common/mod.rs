@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use pagestream::testing::{DiskFiles, StampedFile};
+use pagestream::testing::{require_named, DiskFiles, StampedFile};
 use pagestream_tokio_uring::{TokioUringEngine, TokioUringFile};
 use std::io;
 use std::path::Path;
@@ -30,18 +30,10 @@ pub fn stamped(nblocks: u64, block_size: usize, direct: bool) -> (TokioUringFile
     (file, seed)
 }
 
-/// The engine, or `None` after explaining loudly why the test is skipped.
+/// The engine, or `None` when io_uring is unavailable here: the test is
+/// then skipped, or fails under `CI=true` (see [`require_named`]).
 pub fn engine_or_skip(test: &str) -> Option<TokioUringEngine> {
-    match TokioUringEngine::new() {
-        Ok(e) => Some(e),
-        Err(e) => {
-            eprintln!();
-            eprintln!("!!!!!!!! SKIPPED {test}: io_uring is not usable here !!!!!!!!");
-            eprintln!("!!!!!!!! {e}");
-            eprintln!();
-            None
-        }
-    }
+    require_named(test, "io_uring", TokioUringEngine::new())
 }
 
 /// The conformance harness over real files, buffered or O_DIRECT.

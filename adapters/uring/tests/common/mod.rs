@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use pagestream::testing::{DiskFiles, StampedFile};
+use pagestream::testing::{require_named, DiskFiles, StampedFile};
 use pagestream_uring::{UringBuilder, UringEngine, UringFile, UringRuntime};
 use std::io;
 use std::path::Path;
@@ -30,19 +30,11 @@ pub fn stamped(nblocks: u64, block_size: usize, direct: bool) -> (UringFile, u64
     (file, seed)
 }
 
-/// A runtime built by `b`, or `None` after explaining loudly why the test
-/// is skipped (io_uring unavailable here).
+/// A runtime built by `b`, or `None` when io_uring (or what `b` asks of it)
+/// is unavailable here: the test is then skipped, or fails under `CI=true`
+/// (see [`require_named`]).
 pub fn runtime_or_skip_with(test: &str, b: UringBuilder) -> Option<UringRuntime> {
-    match b.build() {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!();
-            eprintln!("!!!!!!!! SKIPPED {test}: io_uring is not usable here !!!!!!!!");
-            eprintln!("!!!!!!!! {e}");
-            eprintln!();
-            None
-        }
-    }
+    require_named(test, "io_uring", b.build())
 }
 
 /// A default runtime, or `None` (see [`runtime_or_skip_with`]).
