@@ -15,11 +15,14 @@
 //! - **Cancelled reads go back to EMPTY, never while the kernel may write.**
 //!   The request is moved into the operation's stable data
 //!   ([`crate::buf`]). If the task is dropped mid-read (runtime shutdown),
-//!   tokio-uring keeps that data until the kernel has posted the CQE (at
-//!   shutdown it cancels the operation and waits for it), and only then drops
-//!   it; the request's `Drop` returns its frames to EMPTY and tells the
-//!   stream the read was cancelled. A frame is therefore never handed out,
-//!   valid or empty, while the kernel may still write into it.
+//!   tokio-uring drops that data when it sees fit, at shutdown before the
+//!   kernel is done; so the data's drop never releases the request but
+//!   keeps it on the thread ("orphaned", frames still being read) until
+//!   [`crate::try_start`] (or [`crate::release_orphans_after`]) returns,
+//!   when every completion is known to be in. Only then does the request's
+//!   `Drop` return its frames to EMPTY and tell the stream the read was
+//!   cancelled. A frame is therefore never handed out, valid or empty,
+//!   while the kernel may still write into it.
 //! - **Memory is never freed under a read in flight.** The request holds an
 //!   `Arc` of the pool's memory, and the stable data holds the request, the
 //!   `iovec` array, any bounce buffer and an `Arc` of the open file, so
@@ -133,7 +136,7 @@ impl IoEngine for TokioUringEngine {
         // queue of `runtime_builder` the reads then go to the kernel a few
         // at a time while the stream is still starting the rest, instead of
         // all together when the thread parks.
-        let first = match submit_first(file, &self.counters, req) {
+        let first = match submit(file, &self.counters, req) {
             Ok(first) => first,
             Err(req) => {
                 fail_outside(req);
@@ -166,9 +169,10 @@ fn fail_outside(req: ReadRequest) {
 /// thread that is not inside a tokio-uring runtime.
 const NOT_IN_CONTEXT: &str = "not in runtime context";
 
-/// [`submit`] for a read's first SQE, on a current-thread tokio runtime
-/// that may or may not be tokio-uring's: gives the request back if the
-/// thread is not inside a tokio-uring runtime.
+/// Builds the read of `req` and pushes its SQE to the current thread's
+/// ring, on a current-thread tokio runtime that may or may not be
+/// tokio-uring's: gives the request back if the thread is not inside a
+/// tokio-uring runtime.
 ///
 /// Whether it is cannot be asked: tokio-uring 0.5 keeps its runtime context
 /// in a crate-private thread-local and every public entry point that needs
@@ -179,15 +183,18 @@ const NOT_IN_CONTEXT: &str = "not in runtime context";
 /// or keeps anything; the op dropped by the unwinding goes to its
 /// [`buf::Rescue`], never having reached the kernel, and the request comes
 /// back whole. Only that panic is taken for "not inside tokio-uring"; any
-/// other resumes unchanged (its op dropped as before: the request ends as
+/// other resumes unchanged (its op, rescued, dropped: the request ends as
 /// cancelled).
-fn submit_first(
+///
+/// A remainder is submitted the same way: its task runs inside tokio-uring
+/// unless the program polls a `LocalSet` of its own elsewhere.
+fn submit(
     file: &TokioUringFile,
     counters: &Counters,
     req: ReadRequest,
 ) -> Result<buf::InFlight, ReadRequest> {
     let rescue = buf::Rescue::armed();
-    let (op, kind) = buf::read_op(file, req, Some(Rc::clone(&rescue)));
+    let (op, kind) = buf::read_op(file, req, Rc::clone(&rescue));
     // AssertUnwindSafe: after a panic nothing the closure touched is used
     // again but the rescued op, which `submit` had not started on.
     let submitted = std::panic::catch_unwind(AssertUnwindSafe(|| op.submit()));
@@ -204,21 +211,13 @@ fn submit_first(
                 .or_else(|| panic.downcast_ref::<String>().map(String::as_str));
             match rescued {
                 Some(op) if message.is_some_and(|m| m.contains(NOT_IN_CONTEXT)) => {
+                    buf::discard(panic);
                     Err(op.into_request())
                 }
                 _ => std::panic::resume_unwind(panic),
             }
         }
     }
-}
-
-/// Builds the read of `req` and pushes its SQE to the current thread's
-/// ring (inside a tokio-uring runtime: the read task's remainders).
-fn submit(file: &TokioUringFile, counters: &Counters, req: ReadRequest) -> buf::InFlight {
-    let (op, kind) = buf::read_op(file, req, None);
-    let in_flight = op.submit();
-    count(counters, kind);
-    in_flight
 }
 
 /// Counts a submitted read of `kind`.
@@ -246,7 +245,13 @@ async fn read_task(file: TokioUringFile, counters: Arc<Counters>, first: buf::In
             counters.bytes.fetch_add(*n as u64, Ordering::Relaxed);
         }
         match req.complete(result) {
-            Some(rest) => op = submit(&file, &counters, rest),
+            Some(rest) => match submit(&file, &counters, rest) {
+                Ok(next) => op = next,
+                Err(rest) => {
+                    fail_outside(rest);
+                    break;
+                }
+            },
             None => break,
         }
     }

@@ -18,10 +18,12 @@
 //!   file system's alignment and fails with `InvalidInput` naming both).
 //!
 //! Streams must be polled inside a tokio-uring runtime
-//! (`tokio_uring::start`, or [`try_start`], which returns an error instead of
-//! panicking where io_uring is unavailable and uses [`runtime_builder`]'s
-//! small submission queue, so reads reach the device without waiting for
-//! the thread to park): each read goes to the ring of
+//! ([`try_start`], which returns an error instead of panicking where
+//! io_uring is unavailable and uses [`runtime_builder`]'s small submission
+//! queue, so reads reach the device without waiting for the thread to park;
+//! or `tokio_uring::start` run inside [`release_orphans_after`], without
+//! which the reads in flight when the runtime ends are never released): each
+//! read goes to the ring of
 //! the thread that starts it and is completed by a task of that thread's
 //! runtime. The engine and file handles hold no runtime state and are
 //! `Send + Sync + Clone` (so one open file and one pool can serve a runtime
@@ -143,28 +145,68 @@ pub fn runtime_builder() -> tokio_uring::Builder {
     b
 }
 
-/// Like `tokio_uring::start`, but with [`runtime_builder`]'s settings, and
+/// Like `tokio_uring::start`, but with [`runtime_builder`]'s settings,
 /// returns an error instead of panicking when the runtime (its ring) cannot
-/// be created.
+/// be created, and releases the reads the runtime's shutdown left behind
+/// (see [`release_orphans_after`]) before it returns.
 ///
 /// # Panics
 ///
-/// If `future` panics; or if, as the runtime shuts down with reads still in
-/// flight, a cancelled read's finish hook (or a waker it wakes) panics: that
-/// panic is resumed here once the runtime is gone and the kernel is done
-/// with every read. (Under a runtime started otherwise, tokio-uring's
-/// shutdown swallows it after the panic hook has reported it: resuming it
-/// inside tokio-uring's driver would abort the process.)
+/// If `future` panics; or if the finish hook of a read cancelled at
+/// shutdown (or a waker it wakes) panics: that panic is resumed here once
+/// the runtime is gone and the kernel is done with every read.
 pub fn try_start<F: Future>(future: F) -> io::Result<F::Output> {
     probe()?;
     let rt = tokio_uring::Runtime::new(&runtime_builder())
         .map_err(|e| io::Error::new(e.kind(), format!("cannot start tokio-uring: {e}")))?;
-    // A panic left by a runtime started elsewhere on this thread is not ours.
-    drop(buf::take_panic());
-    let out = rt.block_on(future);
-    drop(rt);
-    if let Some(p) = buf::take_panic() {
-        std::panic::resume_unwind(p);
-    }
+    let out = release_orphans_after(move || {
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(future)));
+        // The runtime is dropped here, not by the unwinding of a panic of
+        // the future: a panic in its drop (a task's) then unwinds alone.
+        drop(rt);
+        out.unwrap_or_else(|p| std::panic::resume_unwind(p))
+    });
     Ok(out)
+}
+
+/// Runs `f`, which runs a tokio-uring runtime to its end (typically
+/// `|| tokio_uring::start(future)`), then releases the reads its shutdown
+/// left behind; returns what `f` returns.
+///
+/// tokio-uring 0.5 frees the data of the operations in flight when its
+/// runtime is dropped *before* it waits for their completions (its
+/// driver's drop). So this engine never lets tokio-uring release a read:
+/// a read whose task is dropped while it is in flight (at shutdown) is kept
+/// by the thread, its frames "being read" and its memory allocated, until
+/// it is known that the kernel is done with it. That is known when `f`
+/// returns: every runtime dropped inside `f` waited for every completion
+/// before its drop returned. Then each such read ends as cancelled: its
+/// frames go back to empty, and streams waiting for its blocks (on any
+/// thread) read them again.
+///
+/// [`try_start`] does this by itself. A program that starts tokio-uring
+/// otherwise should run it inside this function: reads its runtime leaves
+/// behind are never released otherwise (they are leaked when the thread
+/// exits), and a stream on another thread that waits for one of their
+/// blocks waits forever. Reads of a `LocalSet` of the program's own,
+/// dropped with reads in flight while the runtime goes on, are kept the
+/// same way until `f` returns.
+///
+/// # Panics
+///
+/// If `f` panics (the reads left behind are still released first), or if
+/// a released read's finish hook (or a waker it wakes) panics: the first
+/// of those panics is resumed once every read is released.
+///
+/// ```no_run
+/// let out = pagestream_tokio_uring::release_orphans_after(|| {
+///     tokio_uring::start(async {
+///         // ... streams of pagestream_tokio_uring ...
+///         42
+///     })
+/// });
+/// assert_eq!(out, 42);
+/// ```
+pub fn release_orphans_after<R>(f: impl FnOnce() -> R) -> R {
+    buf::release_orphans_after(f).unwrap_or_else(|p| std::panic::resume_unwind(p))
 }

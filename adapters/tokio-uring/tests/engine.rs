@@ -1,7 +1,9 @@
 //! Engine behaviour beyond the conformance suite (which also checks that
 //! reads complete on their own when the issuing stream is dropped or not
 //! polled): a runtime shutting down with reads in flight leaves no frame
-//! valid or pinned, and reads started outside a runtime fail cleanly. (The
+//! valid or pinned (also one a program starts itself, inside
+//! `release_orphans_after`), and reads started outside a runtime fail
+//! cleanly. (The
 //! file type is pagestream-uring's; its tests are there.)
 
 mod common;
@@ -9,11 +11,14 @@ mod common;
 use common::{engine_or_skip, stamped};
 use futures::StreamExt;
 use pagestream::testing::stamp;
-use pagestream::{source, BufferPool, EngineFile, ReadError, ReadStream};
-use pagestream_tokio_uring::try_start;
+use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadError, ReadRequest, ReadStream};
+use pagestream_tokio_uring::{release_orphans_after, try_start, TokioUringEngine, TokioUringFile};
+use std::cell::Cell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -188,4 +193,104 @@ fn read_on_a_plain_tokio_runtime_fails_cleanly() {
             "{flavor}: {ps}"
         );
     }
+}
+
+/// A panic payload whose own drop panics.
+struct BadPayload;
+
+impl Drop for BadPayload {
+    fn drop(&mut self) {
+        panic!("BadPayload: this panic payload's drop panics on purpose");
+    }
+}
+
+/// Gives every read a finish hook that panics with a [`BadPayload`] once
+/// `armed`.
+#[derive(Clone)]
+struct PanickingHooks {
+    inner: TokioUringEngine,
+    armed: Arc<AtomicBool>,
+}
+
+impl IoEngine for PanickingHooks {
+    type File = TokioUringFile;
+
+    fn start_read(&self, file: &TokioUringFile, mut req: ReadRequest) {
+        let armed = Arc::clone(&self.armed);
+        req.on_finish(move |_| {
+            if armed.load(Ordering::SeqCst) {
+                std::panic::panic_any(BadPayload);
+            }
+        });
+        self.inner.start_read(file, req);
+    }
+
+    fn name(&self) -> &'static str {
+        "panicking-hooks"
+    }
+}
+
+/// A program runs `tokio_uring::start` itself, inside
+/// `release_orphans_after`, and its runtime ends with reads in flight:
+/// their frames stay "being read" until the runtime is gone (tokio-uring
+/// drops their data before the kernel is done), then the reads end as
+/// cancelled, leaving nothing pinned or being read. Their hooks (armed as
+/// the runtime ends) panic there, outside tokio-uring: the first panic
+/// comes out of `release_orphans_after`, the others are dropped although
+/// their payloads panic as they are. Some round must have had reads in
+/// flight at the end.
+#[test]
+fn release_orphans_after_ends_the_reads_a_runtime_left_behind() {
+    let Some(engine) = engine_or_skip("release_orphans_after_ends_the_reads_a_runtime_left_behind")
+    else {
+        return;
+    };
+    let n = 2048;
+    let (file, _seed) = stamped(n, BS, true);
+    let pool = BufferPool::new(1024, BS).expect("pool");
+    let mut kept_seen = 0;
+    for round in 0..5 {
+        let hooked = PanickingHooks {
+            inner: engine.clone(),
+            armed: Arc::new(AtomicBool::new(false)),
+        };
+        let started = Cell::new(0);
+        let kept = Cell::new(0);
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            release_orphans_after(|| {
+                tokio_uring::start(async {
+                    let mut a = ReadStream::builder(&pool, hooked.clone(), file.clone())
+                        .max_ios(16)
+                        .io_combine_limit(32)
+                        .full(true)
+                        .build(source::forward(0..n))
+                        .expect("build");
+                    assert!(poll_once(&mut a.next()).await.is_pending());
+                    started.set(pool.stats().reading);
+                    YieldNow(false).await;
+                    drop(a);
+                    hooked.armed.store(true, Ordering::SeqCst);
+                });
+                kept.set(pool.stats().reading);
+            })
+        }));
+        assert!(started.get() > 0, "round {round}: no reads were started");
+        let ps = pool.stats();
+        assert_eq!((ps.pinned, ps.reading), (0, 0), "round {round}: {ps}");
+        match r {
+            Ok(()) => assert_eq!(kept.get(), 0, "round {round}: hooks ran, no panic"),
+            Err(p) => {
+                let bad = p.is::<BadPayload>();
+                // Its drop would panic here; it is a test's payload.
+                std::mem::forget(p);
+                assert!(bad, "round {round}: another panic than the hooks'");
+                assert!(
+                    kept.get() > 0,
+                    "round {round}: a hook ran inside tokio-uring"
+                );
+            }
+        }
+        kept_seen = kept_seen.max(kept.get());
+    }
+    assert!(kept_seen > 0, "no round had reads in flight at the end");
 }

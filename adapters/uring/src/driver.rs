@@ -78,10 +78,24 @@ const IORING_ENTER_SQ_WAIT: u32 = 4;
 type Panic = Box<dyn std::any::Any + Send + 'static>;
 
 /// Runs `f` (user code: hooks, wakers) and keeps the first panic in
-/// `first` instead of unwinding.
+/// `first` instead of unwinding; a later panic's payload is discarded
+/// ([`discard`]).
 fn catching(first: &mut Option<Panic>, f: impl FnOnce()) {
     if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        first.get_or_insert(p);
+        match first {
+            None => *first = Some(p),
+            Some(_) => discard(p),
+        }
+    }
+}
+
+/// Drops a panic payload nobody will resume. Its drop is user code and may
+/// panic itself (unwinding out of whatever loop holds it, such as the wait
+/// for completions in [`Driver`]'s drop): that is caught, and that second
+/// payload leaked.
+fn discard(p: Panic) {
+    if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(p))) {
+        std::mem::forget(again);
     }
 }
 
@@ -660,7 +674,9 @@ impl Drop for Driver {
         // where a second panic would abort the process; the panic hook has
         // already reported it).
         if let Some(p) = panic {
-            if !std::thread::panicking() {
+            if std::thread::panicking() {
+                discard(p);
+            } else {
                 std::panic::resume_unwind(p);
             }
         }

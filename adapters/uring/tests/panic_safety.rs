@@ -1,18 +1,21 @@
 //! User code that panics (a read's finish hook) while the driver still has
 //! reads in flight must never make it hand memory back before the kernel is
 //! done with it: the frames of a read whose completion has not come stay
-//! out of use, whatever panics.
+//! out of use, whatever panics — also when the panic's payload panics as it
+//! is dropped.
 
 mod common;
 
 use common::{open, runtime_or_skip};
 use futures::StreamExt;
-use pagestream::testing::{stamp, PanicOnFinish, StampedFile};
-use pagestream::{source, BufferPool, PageGuard, ReadStream};
-use pagestream_uring::{UringFile, UringRuntime};
+use pagestream::testing::{stamp, StampedFile};
+use pagestream::{source, BufferPool, IoEngine, PageGuard, ReadRequest, ReadStream};
+use pagestream_uring::{UringEngine, UringFile, UringRuntime};
 use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -46,16 +49,67 @@ fn evict(path: &std::path::Path, len: u64) {
     assert_eq!(r, 0, "posix_fadvise(DONTNEED): {r}");
 }
 
+/// A panic payload whose own drop panics.
+struct BadPayload;
+
+impl Drop for BadPayload {
+    fn drop(&mut self) {
+        panic!("BadPayload: this panic payload's drop panics on purpose");
+    }
+}
+
+/// Gives every read a finish hook that, once `armed`, records in
+/// `reading_seen` the most frames its pool had still being read when a
+/// hook ran (the hook's own frames are given back before it runs), then
+/// panics with a [`BadPayload`].
+#[derive(Clone)]
+struct PanickingHooks {
+    inner: UringEngine,
+    pool: BufferPool,
+    armed: Arc<AtomicBool>,
+    reading_seen: Arc<AtomicUsize>,
+}
+
+impl IoEngine for PanickingHooks {
+    type File = UringFile;
+
+    fn start_read(&self, file: &UringFile, mut req: ReadRequest) {
+        let (pool, armed, seen) = (
+            self.pool.clone(),
+            Arc::clone(&self.armed),
+            Arc::clone(&self.reading_seen),
+        );
+        req.on_finish(move |_| {
+            if armed.load(Ordering::SeqCst) {
+                seen.fetch_max(pool.stats().reading, Ordering::SeqCst);
+                std::panic::panic_any(BadPayload);
+            }
+        });
+        self.inner.start_read(file, req);
+    }
+
+    fn name(&self) -> &'static str {
+        "panicking-hooks"
+    }
+}
+
 /// Starts `READS` reads of `READS × COMBINE` blocks (blocks `0..N`) whose
-/// first read's hook panics, panics in the future with them in flight, and
-/// drops the runtime (which must wait for every completion, whatever the
-/// hook does). Returns the reads that were in flight.
-fn drop_runtime_with_panicking_reads(pool: &BufferPool, file: &UringFile) -> usize {
+/// hooks panic (with a payload whose drop panics) once the runtime is
+/// being dropped, panics in the future with them in flight, and drops the
+/// runtime (which must wait for every completion, whatever the hooks and
+/// their payloads do). Returns the reads that were in flight, and the most
+/// frames a hook saw still being read.
+fn drop_runtime_with_panicking_reads(pool: &BufferPool, file: &UringFile) -> (usize, usize) {
     let rt = UringRuntime::builder()
         .entries(2 * READS as u32)
         .build()
         .expect("runtime");
-    let engine = PanicOnFinish::new(rt.engine(), 0);
+    let engine = PanickingHooks {
+        inner: rt.engine(),
+        pool: pool.clone(),
+        armed: Arc::new(AtomicBool::new(false)),
+        reading_seen: Arc::new(AtomicUsize::new(0)),
+    };
     let reading = std::cell::Cell::new(0);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(async {
@@ -78,12 +132,24 @@ fn drop_runtime_with_panicking_reads(pool: &BufferPool, file: &UringFile) -> usi
         })
     }));
     assert!(r.is_err());
-    drop(engine);
-    // The first read's hook panics while the driver cancels the reads; the
-    // panic reaches whoever drops the runtime.
+    let (armed, seen) = (engine.armed, engine.reading_seen);
+    // The engine holds the driver: it goes with the runtime only then.
+    drop(engine.inner);
+    armed.store(true, Ordering::SeqCst);
+    // The hooks panic while the driver cancels the reads; the first panic
+    // reaches whoever drops the runtime, the others are dropped (their
+    // payloads' panics caught).
     let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(rt)));
-    assert!(dropped.is_err(), "the hook's panic did not reach drop");
-    reading.get()
+    match dropped {
+        Ok(()) => panic!("the hooks' panic did not reach drop"),
+        Err(p) => {
+            let bad = p.is::<BadPayload>();
+            // Its drop would panic here; it is a test's payload.
+            std::mem::forget(p);
+            assert!(bad, "drop unwound with another panic than the first hook's");
+        }
+    }
+    (reading.get(), seen.load(Ordering::SeqCst))
 }
 
 /// Reads blocks `N..2N` (a different stamp in every page) into the pool's
@@ -108,8 +174,8 @@ fn hold_other_blocks(pool: &BufferPool, file: &UringFile) -> Vec<PageGuard> {
     })
 }
 
-/// 64 reads of 2 MiB are in flight when the first one's finish hook panics
-/// inside the runtime's drop. Every frame is then read again for other
+/// 64 reads of 2 MiB are in flight when their finish hooks panic inside
+/// the runtime's drop, with payloads whose drop panics. Every frame is then read again for other
 /// blocks and held: none may change under its guard afterwards. (A drop
 /// that unwinds out of its wait for completions gives the frames of
 /// unfinished reads back while the kernel is still writing into them; the
@@ -128,6 +194,10 @@ fn hook_panic_in_drop_never_frees_frames_under_the_kernel() {
     // the file left them): a copy that is over at once, long before reads
     // of the first runtime still queued at the device would end.
     let cached = open(tmp.path(), BS, false).expect("open");
+    // The most frames a hook saw still being read, in any round: some
+    // round must have had reads in flight as the hooks panicked, or the
+    // test proved nothing.
+    let mut in_flight_seen = 0;
     for round in 0..3 {
         for direct in [true, false] {
             let what = format!("round {round}, direct={direct}");
@@ -135,8 +205,9 @@ fn hook_panic_in_drop_never_frees_frames_under_the_kernel() {
             if !direct {
                 evict(tmp.path(), N * BS as u64);
             }
-            let reading = drop_runtime_with_panicking_reads(&pool, &file);
+            let (reading, seen) = drop_runtime_with_panicking_reads(&pool, &file);
             assert_eq!(reading, N as usize, "{what}: not every read was started");
+            in_flight_seen = in_flight_seen.max(seen);
             let ps = pool.stats();
             assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
             let held = hold_other_blocks(&pool, &cached);
@@ -160,6 +231,10 @@ fn hook_panic_in_drop_never_frees_frames_under_the_kernel() {
             assert!((0..N).all(|b| !pool.contains(file_id(&file), b)), "{what}");
         }
     }
+    assert!(
+        in_flight_seen > 0,
+        "no round had reads still in flight when the hooks panicked"
+    );
 }
 
 fn file_id(file: &UringFile) -> pagestream::FileId {
