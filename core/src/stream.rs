@@ -226,9 +226,9 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     /// first cache lines and its last one (a heap page's header, line
     /// pointers and first tuple) while the consumer works on this one. A
     /// no-op where the platform has no prefetch hint. Default off: with a
-    /// consumer that reads only a page's first bytes it measured 3 ns per
-    /// page slower (`benches/hit_path.rs`); turn it on for consumers that
-    /// walk the page.
+    /// consumer that reads only a page's first bytes it is about 3 ns per
+    /// page slower (`cargo bench -p pagestream --features testing --bench
+    /// hit_path`); turn it on for consumers that walk the page.
     pub fn prefetch(mut self, on: bool) -> Self {
         self.prefetch = on;
         self
