@@ -30,6 +30,9 @@ fn readme_quick_start_is_the_crate_front_page() {
             .take_while(|l| l.starts_with("//!"))
             .map(|l| l.strip_prefix("//! ").unwrap_or(&l[3..])),
     );
-    assert!(from_readme.len() > 15, "quick start too short: {from_readme:?}");
+    assert!(
+        from_readme.len() > 15,
+        "quick start too short: {from_readme:?}"
+    );
     assert_eq!(from_readme, from_lib);
 }
