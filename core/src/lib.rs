@@ -1,89 +1,81 @@
 //! # pagestream
 //!
-//! Stream the pages of a file to async code as fast as the storage allows,
-//! on any runtime.
+//! <!-- quickstart:begin -->
+//! Scan a file with the thread-pool engine under tokio. The stream looks
+//! ahead, combines neighbouring blocks into 128 KiB reads, keeps up to 16
+//! in flight and hands back each 8 KiB page, in order, pinned in a shared
+//! buffer pool:
 //!
-//! A caller names the blocks it wants, in the order it wants them, with a
-//! [`BlockSource`]. A [`ReadStream`] looks ahead, combines neighbouring blocks
-//! into large reads — forward *and* backward — keeps the right number of
-//! reads in flight, adapts how far it looks ahead, and hands back each page as
-//! a pinned [`PageGuard`] on a shared [`BufferPool`], in source order. It is
-//! PostgreSQL's read stream (`src/backend/storage/aio/read_stream.c`,
-//! PostgreSQL 17/18) rebuilt as a library whose core knows nothing of any
-//! runtime: engines (`pagestream-threadpool`, `pagestream-tokio-uring`,
-//! `pagestream-glommio`) bind it to real I/O through the small [`IoEngine`]
-//! trait.
+//! ```rust
+//! use futures::StreamExt;
+//! use pagestream::{source, BufferPool, EngineFile, ReadStream};
+//! use pagestream_threadpool::{ThreadPoolEngine, ThreadPoolFile};
 //!
-//! ```
-//! use futures::{executor::block_on, StreamExt};
-//! use pagestream::{source, testing::MemEngine, BufferPool, ReadStream};
-//!
-//! // A shared pool of 256 frames of 8 KiB, an engine and a file.
-//! let pool = BufferPool::new(256, 8192)?;
-//! let engine = MemEngine::new();
-//! let file = engine.create_stamped(1000, 8192);
-//!
-//! // Every block, newest first: descending runs become one read each.
-//! let mut stream = ReadStream::builder(&pool, engine, file)
-//!     .max_ios(8)
-//!     .io_combine_limit(16)
-//!     .build(source::backward(0..1000))?;
-//! let sum = block_on(async {
-//!     let mut sum = 0u64;
-//!     while let Some(page) = stream.next().await {
-//!         let page = page?;
-//!         sum += u64::from(page[0]);
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // The file to scan: the first argument, else this program's executable.
+//!     let path = match std::env::args_os().nth(1) {
+//!         Some(arg) => arg.into(),
+//!         None => std::env::current_exe()?,
+//!     };
+//!     let pool = BufferPool::new(1024, 8192)?; // 1024 frames of 8 KiB, for every stream
+//!     let file = ThreadPoolFile::open(&path)?; // buffered; open_direct for O_DIRECT
+//!     let blocks = file.block_count(8192)?.blocks();
+//!     let mut pages = ReadStream::builder(&pool, ThreadPoolEngine::new(), file)
+//!         .max_ios(16) // reads in flight (PostgreSQL's effective_io_concurrency)
+//!         .io_combine_limit(16) // blocks per read (PostgreSQL's io_combine_limit)
+//!         .short_last_page(true) // a partial last block is a short page
+//!         .build(source::forward(0..blocks))?;
+//!     let mut bytes = 0;
+//!     while let Some(page) = pages.next().await {
+//!         let page = page?; // derefs to the page's bytes; an error names its block
+//!         bytes += page.len();
 //!     }
-//!     Ok::<_, std::io::Error>(sum)
-//! })?;
-//! # let _ = sum;
-//! println!("{}", stream.stats()); // like EXPLAIN (ANALYZE, BUFFERS)
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//!     println!("{bytes} bytes in {blocks} blocks\n{}", pages.stats());
+//!     Ok(())
+//! }
 //! ```
+//! <!-- quickstart:end -->
 //!
-//! # The model
+//! This crate is the engine-independent core: the buffer pool, the
+//! look-ahead planner (PostgreSQL's read stream, `read_stream.c`), the
+//! [`ReadStream`] and the [`IoEngine`] contract. It names no runtime; an
+//! engine crate binds it to real I/O:
 //!
-//! - **Blocks and pages.** A file is a sequence of `block_size` blocks
-//!   (a power of two ≥ 512, default 8192) numbered from 0
-//!   ([`BlockNumber`]). A page is a block's bytes in memory.
-//! - **The buffer pool** ([`BufferPool`], module [`pool`]) is a fixed set of
-//!   4096-aligned frames shared by every stream, with a block table per file
-//!   (`block → frame`), pin counts, clock-sweep eviction and an *I/O in
-//!   progress* state. A hit costs one atomic load of the block's slot and one
-//!   CAS on the frame's own cache line: no lock, nothing pool-wide. A stream that wants a block
-//!   another stream is reading waits for that read and never issues its own.
-//! - **Pins hold read-ahead pages.** Every page the planner has looked up —
-//!   a hit waiting in the queue, a page being read, a finished read-ahead
-//!   page the consumer has not taken yet — holds a pin, as in PostgreSQL. A
-//!   pinned frame cannot be evicted, so read-ahead work is never lost to
-//!   eviction before it is used; the price is that look-ahead consumes
-//!   frames, which is why the pin budget is re-checked against what the
-//!   pool can spare each time look-ahead runs (each stream may always use
-//!   at least its fair share, `frames / live streams`), and why a small pool
-//!   makes reads smaller before it makes them fewer. A [`PageGuard`] owns
-//!   exactly one pin; dropping it unpins.
-//! - **The planner** (a private module; see [`design`]) is the
-//!   read-stream state machine: distance, combining, backward runs, advice,
-//!   the fast path. The [`design`] module explains the algorithm in full.
-//! - **Engines** ([`IoEngine`], module [`engine`]) read into frames they own
-//!   until they complete the request; completion publishes frames and wakes
-//!   waiters by itself, so it never depends on the issuing stream being
-//!   polled or alive. Short reads return their remainder to the engine.
-//!   An engine may keep reads it expects the OS page cache to serve in a
-//!   queue of its own, copied by a helper thread on another CPU: it then
-//!   asks for a few such reads in flight ([`IoEngine::cached_read_depth`])
-//!   and does a queued one on the consumer's thread whenever the stream
-//!   would otherwise wait ([`IoEngine::help`]), so the two CPUs share the
-//!   copying and the consumer never waits for a sleeping thread.
-//! - **Stats** ([`StreamStats`], [`PoolStats`]) explain a run like
-//!   `EXPLAIN (ANALYZE, BUFFERS)`: hits, reads, blocks per read, reads in
-//!   flight, waits, distance and which limit bound it.
+//! | crate | reads with | runs under |
+//! | --- | --- | --- |
+//! | `pagestream-threadpool` | `preadv` on its own threads, native AIO for O_DIRECT | any executor |
+//! | `pagestream-uring` | its own io_uring driver | `UringRuntime::block_on`, one thread |
+//! | `pagestream-tokio-uring` | io_uring through tokio-uring | `tokio_uring::start` |
+//! | `pagestream-glommio` | glommio DMA files (O_DIRECT) | a glommio executor |
 //!
-//! # Test engines
+//! # The pieces
 //!
-//! With the `testing` feature, the `testing` module has an in-memory engine, wrappers
-//! that add latency, cap concurrency and inject faults, and the conformance
-//! suite every engine's tests run.
+//! - A [`BlockSource`] names the blocks, in the order the caller wants
+//!   them, with optional per-block data: ranges forward or backward,
+//!   iterators, parallel workers and synchronized scans ([`source`]), a
+//!   relation's segment files as one file ([`segmented`]).
+//! - A [`BufferPool`] is a fixed set of frames shared by every stream, with
+//!   pins and clock-sweep eviction ([`pool`]). A [`PageGuard`] holds one pin;
+//!   dropping it unpins.
+//! - A [`ReadStream`], made by a [`StreamBuilder`], is a
+//!   `futures::Stream<Item = io::Result<PageGuard<D>>>`.
+//! - [`StreamStats`] and [`PoolStats`] explain a run as
+//!   `EXPLAIN (ANALYZE, BUFFERS)` does: hits, reads, blocks per read, reads
+//!   in flight, waits, distance and what bound it.
+//!
+//! How the stream decides what to read, and what the pool and the engine
+//! contract guarantee, is in the [`design`] module: the algorithm is
+//! written there once.
+//!
+//! # Features
+//!
+//! - `testing`: the `testing` module — an in-memory engine, wrappers that
+//!   add latency, cap concurrency, stall or inject faults, and the
+//!   conformance suite every engine's tests run.
+//! - `tokio`: the stream also spends tokio's cooperative budget and yields
+//!   as `tokio::task::yield_now` does (see
+//!   [`StreamBuilder::yield_budget`]).
 
 #![warn(
     missing_docs,
@@ -95,11 +87,13 @@
 #![deny(unused_must_use, rustdoc::broken_intra_doc_links)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(loom, allow(dead_code, unreachable_pub))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod engine;
 mod error;
 mod guard;
 #[cfg(unix)]
+#[cfg_attr(docsrs, doc(cfg(unix)))]
 pub mod os;
 mod plan;
 pub mod pool;
@@ -110,6 +104,7 @@ mod stream;
 mod sync;
 
 #[cfg(any(feature = "testing", test))]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 /// A block's number within its file, from 0.
@@ -124,10 +119,5 @@ pub use source::BlockSource;
 pub use stats::{Limit, PoolStats, StreamStats};
 pub use stream::{ReadStream, StreamBuilder, YieldBudget, MAX_IOS, MAX_IO_COMBINE_LIMIT};
 
-/// The README's example, compiled and run as a doc-test.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
-
-#[doc = include_str!("../DESIGN.md")]
+#[doc = include_str!("../../docs/design.md")]
 pub mod design {}

@@ -5,7 +5,37 @@
 //! end. The stream asks it only as far ahead as its look-ahead distance, so a
 //! source may be lazy (a bitmap iterator, a shared parallel allocator).
 //!
-//! Provided: [`forward`], [`backward`], [`iter`] and [`with_data`].
+//! Provided: [`forward`], [`backward`], [`iter`] and [`with_data`]; for
+//! several workers sharing one scan, [`ParallelScan`]; for scans that start
+//! where a running scan of the same file is, [`SyncScans`]. Any type that
+//! implements [`BlockSource`] works too.
+//!
+//! A bitmap heap scan: each block carries the offsets of its matching tuples
+//! to its page, which the consumer reads with [`PageGuard::data`]:
+//!
+//! ```
+//! use futures::{executor::block_on, StreamExt};
+//! use pagestream::{source, testing::MemEngine, BufferPool, ReadStream};
+//!
+//! let engine = MemEngine::new();
+//! let file = engine.create_stamped(100, 8192);
+//! let pool = BufferPool::new(64, 8192)?;
+//! let bitmap = vec![(3u64, vec![1u16, 7]), (4, vec![2]), (90, vec![5, 6, 9])];
+//! let mut pages = ReadStream::builder(&pool, engine, file)
+//!     .build(source::with_data(bitmap))?;
+//! let matches = block_on(async {
+//!     let mut n = 0;
+//!     while let Some(page) = pages.next().await {
+//!         let page = page?;
+//!         n += page.data().len(); // visit only these tuples of `page`
+//!     }
+//!     Ok::<_, std::io::Error>(n)
+//! })?;
+//! assert_eq!(matches, 6);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! [`PageGuard::data`]: crate::PageGuard::data
 
 use crate::{BlockNumber, FileId};
 use std::ops::Range;

@@ -25,6 +25,38 @@ pub enum Limit {
 
 /// Per-stream counters. Cheap to copy; `Display` prints an
 /// `EXPLAIN (ANALYZE, BUFFERS)`-like summary.
+///
+/// A second scan of the same blocks finds them in the pool: no reads, every
+/// page a hit, most of them by the fast path.
+///
+/// ```
+/// use futures::{executor::block_on, StreamExt};
+/// use pagestream::{source, testing::MemEngine, BufferPool, ReadStream, StreamStats};
+///
+/// let engine = MemEngine::new();
+/// let file = engine.create_stamped(256, 8192);
+/// let pool = BufferPool::new(512, 8192)?;
+/// let scan = || -> Result<StreamStats, Box<dyn std::error::Error>> {
+///     let mut pages = ReadStream::builder(&pool, engine.clone(), file.clone())
+///         .io_combine_limit(16)
+///         .build(source::forward(0..256))?;
+///     block_on(async {
+///         while let Some(page) = pages.next().await {
+///             page?;
+///         }
+///         Ok::<_, std::io::Error>(())
+///     })?;
+///     Ok(pages.stats())
+/// };
+/// let cold = scan()?;
+/// assert_eq!((cold.pages, cold.blocks_read, cold.hits), (256, 256, 0));
+/// assert!(cold.max_blocks_per_read <= 16 && cold.mean_blocks_per_read() > 1.0);
+/// let hot = scan()?;
+/// assert_eq!((hot.pages, hot.reads, hot.hits), (256, 0, 256));
+/// assert!(hot.fast_path_pages > 0);
+/// println!("{hot}"); // Pages: 256 returned (… fast path)  Buffers: hit=256 read=0 …
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct StreamStats {

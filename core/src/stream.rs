@@ -14,6 +14,7 @@ use futures::task::AtomicWaker;
 use futures::Stream;
 use std::fmt;
 use std::io;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -102,9 +103,31 @@ impl fmt::Debug for StreamShared {
     }
 }
 
-/// Builds a [`ReadStream`]; see [`ReadStream::builder`].
+/// Builds a [`ReadStream`] over source type `S`: made by
+/// [`StreamBuilder::new`] or [`ReadStream::builder`], configured with the
+/// setters below, finished by [`build`](Self::build), which fixes `S`.
+///
+/// Every setter has a default (PostgreSQL's where it has one): 16 reads in
+/// flight, 16 blocks per read, no ring, [`AdvicePolicy::Auto`], backward
+/// combining and the fast path on.
+///
+/// ```
+/// use pagestream::{source, testing::MemEngine, BufferPool, RingSize, StreamBuilder};
+///
+/// let engine = MemEngine::new();
+/// let file = engine.create_stamped(100, 8192);
+/// let pool = BufferPool::new(64, 8192)?;
+/// let stream = StreamBuilder::new(&pool, engine, file)
+///     .max_ios(4)                         // effective_io_concurrency
+///     .io_combine_limit(8)                // 64 KiB reads
+///     .ring(Some(RingSize::BULKREAD))     // recycle 256 KiB of frames
+///     .build(source::backward(0..100))?;  // newest block first
+/// assert_eq!(stream.stats().pages, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use]
-pub struct StreamBuilder<E: IoEngine> {
+pub struct StreamBuilder<E: IoEngine, S> {
+    source: PhantomData<fn() -> S>,
     pool: BufferPool,
     engine: E,
     file: E::File,
@@ -120,7 +143,7 @@ pub struct StreamBuilder<E: IoEngine> {
     yield_budget: YieldBudget,
 }
 
-impl<E: IoEngine> fmt::Debug for StreamBuilder<E> {
+impl<E: IoEngine, S> fmt::Debug for StreamBuilder<E, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StreamBuilder")
             .field("engine", &self.engine.name())
@@ -137,7 +160,29 @@ impl<E: IoEngine> fmt::Debug for StreamBuilder<E> {
     }
 }
 
-impl<E: IoEngine> StreamBuilder<E> {
+impl<E: IoEngine, S> StreamBuilder<E, S> {
+    /// Starts building a stream of `file`'s pages through `engine` into
+    /// `pool` (a handle to the same pool: it is shared, not copied); finish
+    /// with [`build`](Self::build). [`ReadStream::builder`] is the same.
+    pub fn new(pool: &BufferPool, engine: E, file: E::File) -> Self {
+        StreamBuilder {
+            source: PhantomData,
+            pool: pool.clone(),
+            engine,
+            file,
+            max_ios: 16,
+            combine: 16,
+            ring: None,
+            advice: AdvicePolicy::Auto,
+            backward_combining: true,
+            fast_path: true,
+            full: false,
+            prefetch: false,
+            short_last_page: false,
+            yield_budget: YieldBudget::DEFAULT,
+        }
+    }
+
     /// Reads in flight at most (PostgreSQL's `effective_io_concurrency`).
     /// 0 means one read at a time and no advice. Default 16.
     pub fn max_ios(mut self, n: usize) -> Self {
@@ -181,9 +226,9 @@ impl<E: IoEngine> StreamBuilder<E> {
     /// first cache lines and its last one (a heap page's header, line
     /// pointers and first tuple) while the consumer works on this one. A
     /// no-op where the platform has no prefetch hint. Default off: with a
-    /// consumer that reads only a page's first bytes it measured 3 ns per
-    /// page slower (`benches/hit_path.rs`); turn it on for consumers that
-    /// walk the page.
+    /// consumer that reads only a page's first bytes it is about 3 ns per
+    /// page slower (`cargo bench -p pagestream --features testing --bench
+    /// hit_path`); turn it on for consumers that walk the page.
     pub fn prefetch(mut self, on: bool) -> Self {
         self.prefetch = on;
         self
@@ -272,7 +317,10 @@ impl<E: IoEngine> StreamBuilder<E> {
 
     /// Validates the configuration, asks the file's length and builds the
     /// stream over `source`.
-    pub fn build<S: BlockSource>(self, source: S) -> Result<ReadStream<E, S>, BuildError> {
+    pub fn build(self, source: S) -> Result<ReadStream<E, S>, BuildError>
+    where
+        S: BlockSource,
+    {
         if self.combine == 0 {
             return Err(BuildError::Zero {
                 what: "io_combine_limit",
@@ -468,25 +516,12 @@ impl<E: IoEngine, S: BlockSource> fmt::Debug for ReadStream<E, S> {
     }
 }
 
-impl<E: IoEngine> ReadStream<E, crate::source::Forward> {
+impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
     /// Starts building a stream of `file`'s pages through `engine` into
-    /// `pool`; finish with [`StreamBuilder::build`].
-    pub fn builder(pool: &BufferPool, engine: E, file: E::File) -> StreamBuilder<E> {
-        StreamBuilder {
-            pool: pool.clone(),
-            engine,
-            file,
-            max_ios: 16,
-            combine: 16,
-            ring: None,
-            advice: AdvicePolicy::Auto,
-            backward_combining: true,
-            fast_path: true,
-            full: false,
-            prefetch: false,
-            short_last_page: false,
-            yield_budget: YieldBudget::DEFAULT,
-        }
+    /// `pool`; finish with [`StreamBuilder::build`], whose source fixes `S`.
+    /// The same as [`StreamBuilder::new`].
+    pub fn builder(pool: &BufferPool, engine: E, file: E::File) -> StreamBuilder<E, S> {
+        StreamBuilder::new(pool, engine, file)
     }
 }
 

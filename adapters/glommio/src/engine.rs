@@ -1,7 +1,7 @@
 //! [`GlommioEngine`]: one glommio DMA read per request, copied into the
 //! frames, each completed by its own local task.
 //!
-//! # How the engine keeps pagestream's engine contract (DESIGN §3)
+//! # How the engine keeps pagestream's engine contract (`docs/design.md` §5)
 //!
 //! - **Completion on its own.** [`IoEngine::start_read`] spawns a detached
 //!   task on the current glommio executor (`glommio::spawn_local`) that

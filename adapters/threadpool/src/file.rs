@@ -65,6 +65,33 @@ impl OpenOptions {
 
 /// An open file for the [`ThreadPoolEngine`](crate::ThreadPoolEngine).
 /// Cheap to clone (an `Arc` inside); every clone is the same open file.
+///
+/// ```
+/// use pagestream::EngineFile;
+/// use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolFile};
+///
+/// let path = std::env::temp_dir().join(format!("pagestream-doc-{}.dat", std::process::id()));
+/// std::fs::write(&path, vec![0u8; 3 * 8192])?;
+///
+/// // Buffered, with the kernel's read-ahead: most scans.
+/// let file = ThreadPoolFile::open(&path)?;
+/// assert_eq!(file.block_count(8192)?.blocks(), 3);
+/// assert!(!file.is_direct());
+///
+/// // Kernel read-ahead off (`POSIX_FADV_RANDOM`): the stream's own
+/// // look-ahead and advice do the work, as a bitmap scan wants.
+/// let random = ThreadPoolFile::open_with(&path, OpenOptions::new().advice(FileAdvice::Random))?;
+/// assert_eq!(random.advice(), FileAdvice::Random);
+///
+/// // O_DIRECT: reads bypass the page cache; the block size is checked
+/// // against the file system's alignment at open.
+/// match ThreadPoolFile::open_direct(&path, 8192) {
+///     Ok(direct) => assert!(direct.is_direct()),
+///     Err(e) => println!("no O_DIRECT on this file system: {e}"), // tmpfs has none
+/// }
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ThreadPoolFile {
     pub(crate) inner: Arc<FileInner>,

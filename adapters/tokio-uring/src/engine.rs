@@ -1,7 +1,7 @@
 //! [`TokioUringEngine`]: one io_uring read per request, each completed by
 //! its own task.
 //!
-//! # How the engine keeps pagestream's engine contract (DESIGN §3)
+//! # How the engine keeps pagestream's engine contract (`docs/design.md` §5)
 //!
 //! - **Completion on its own.** [`IoEngine::start_read`] pushes the read's
 //!   SQE to the current tokio-uring ring (at once, in the order reads are

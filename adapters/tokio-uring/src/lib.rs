@@ -11,8 +11,8 @@
 //!   read's remainder. Reads thus complete on their own (an abandoned stream
 //!   never holds up another waiting for the same block); a cancelled read's
 //!   frames go back to empty only once the kernel is done with them; and the
-//!   pool's memory is never freed under a read. The comments at the top of
-//!   `src/engine.rs` and `src/buf.rs` explain how (DESIGN §3).
+//!   pool's memory is never freed under a read (pagestream's engine
+//!   contract: [`pagestream::design`] §5).
 //! - [`TokioUringFile`]: an open file, buffered or `O_DIRECT`
 //!   ([`TokioUringFile::open_direct`] checks the block size against the
 //!   file system's alignment and fails with `InvalidInput` naming both).
@@ -97,19 +97,13 @@ pub fn probe() -> io::Result<()> {
 /// tokio-uring hands its queued SQEs to the kernel when its thread parks, or
 /// when a push finds the submission queue full. With its default of 256
 /// entries, every read a stream starts in one wake-up goes to the kernel in
-/// one `io_uring_enter`, after all of them have been queued. On the
-/// development VM (virtio-blk) that made a random scan run in lock-step:
-/// `max_ios` reads submitted at once, completed at once, the device idle
-/// while the stream turned them round, then `max_ios` again (`strace`: 2047
-/// `io_uring_enter` of exactly 16 SQEs for 32768 reads at `max_ios` 16;
-/// `/proc/diskstats`: 0.50 ms a read on the device against fio's 0.30 ms at
-/// the same depth). A queue of 4 sends the first reads of a wake-up to the
-/// device while the stream is still starting the rest, as fio does with its
-/// one read per `io_uring_enter`, without fio's system call (and, on a VM,
-/// doorbell exit) per read. Of 1, 2, 4, 8, 16 and 256 entries, 4 read
-/// fastest there at `max_ios` 16 and 64 taken together (1 and 2 pay a
-/// system call and a doorbell per read or two; 8 and up start the device
-/// later).
+/// one `io_uring_enter`, after all of them have been queued, and on a device
+/// that completes a batch together the scan runs in lock-step: `max_ios`
+/// reads out, all back, the device idle while the stream turns them round.
+/// A queue of 4 sends the first reads of a wake-up to the device while the
+/// stream is still starting the rest, without a system call per read; of
+/// 1 to 256 entries it read fastest (the measurements are in the
+/// repository's `docs/engines.md`).
 pub const SUBMISSION_QUEUE_ENTRIES: u32 = 4;
 
 /// Completion-queue entries of the ring [`runtime_builder`] asks for:
@@ -124,15 +118,11 @@ pub const COMPLETION_QUEUE_ENTRIES: u32 = 4096;
 /// queue ([`COMPLETION_QUEUE_ENTRIES`]). [`try_start`] uses it; programs
 /// that start tokio-uring themselves can too.
 ///
-/// Ring flags measured and not used (cold random 8 KiB `O_DIRECT`, 256 MiB
-/// file, development VM, 6 interleaved rounds with fio, median ratio to fio
-/// at `max_ios` 1 / 16 / 64): `IORING_SETUP_COOP_TASKRUN` 0.91 / 0.93 /
-/// 0.93 against 0.91 / 0.91 / 0.94 without, within the noise;
-/// `IORING_SETUP_SQPOLL` (single runs) costs a kernel thread, 35 µs of CPU
-/// a page at `max_ios` 16 against 12; `IORING_SETUP_DEFER_TASKRUN` (with
-/// `SINGLE_ISSUER`) did not finish a run in 60 s at `max_ios` 1 or 16,
-/// presumably because tokio-uring waits for completions in `epoll` on the
-/// ring, and deferred task work only runs inside `io_uring_enter`.
+/// Ring flags not used: `IORING_SETUP_COOP_TASKRUN` reads no faster,
+/// `IORING_SETUP_SQPOLL` costs a kernel thread and CPU per page, and
+/// `IORING_SETUP_DEFER_TASKRUN` stalls, since tokio-uring waits for
+/// completions in `epoll` and deferred task work runs only inside
+/// `io_uring_enter` (`docs/engines.md`).
 ///
 /// ```no_run
 /// let out = pagestream_tokio_uring::runtime_builder().start(async { 42 });

@@ -8,9 +8,9 @@
 //! `epoll` (the ring's descriptor is registered with tokio's reactor, two
 //! `epoll_wait`s a read at depth 1) and completes each read in a task of its
 //! own; glommio flushes its submission queue once per scheduler loop and
-//! re-arms its preemption timers on every loop. On the development VM that
-//! left random 8 KiB reads at 0.78–0.86x of fio from depth 4 to 32. This
-//! driver does what fio does and nothing else:
+//! re-arms its preemption timers on every loop, which keeps random reads
+//! below fio at some depths (`docs/engines.md`). This driver does what fio
+//! does and nothing else:
 //!
 //! - **Submit as reads start.** [`Driver::push`] builds the read's SQE
 //!   ([`ReadOp`]) and, with the default batch of one, hands it to the kernel

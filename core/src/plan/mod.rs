@@ -1,12 +1,16 @@
 //! The look-ahead planner: PostgreSQL's read-stream state machine, pure and
 //! synchronous.
 //!
-//! The planner owns the queue of blocks between the block source and the
-//! consumer and decides, each time the consumer takes a page, what to pin
-//! next, which run of blocks to start as one read, when to give advice and
-//! how far to look ahead. It never touches the pool or an engine itself: it
-//! asks an [`Env`] (the stream's binding to the source, pool and engine, or a
-//! simulated one in the property tests) and is told when reads finish.
+//! What the planner decides — combining forward and backward, when a read
+//! starts, how the distance moves (behaviours A, B and C), the fast path,
+//! advice, failures — is written once, in the crate's design document
+//! (`docs/design.md` §2, rendered as [`crate::design`]). This page says
+//! only how this module is put together.
+//!
+//! The planner never touches the pool or an engine itself: it asks an
+//! [`Env`] (the stream's binding to the source, pool and engine in
+//! `stream.rs`, or a simulated one in the property tests) and is told when
+//! reads finish.
 //!
 //! ```text
 //!          source ──next_block──▶ [ pending read ] ──start──▶ engine
@@ -14,97 +18,18 @@
 //!   consumer ◀──pop── [ Ready | Io | Busy | … queue … | Pending… ]◀─ read done
 //! ```
 //!
-//! # The queue
-//!
-//! Entries are kept in source order. The tail may hold the *pending read*:
-//! `pending_n` entries, not yet looked up, that form a run of consecutive
-//! blocks — ascending (`b, b+1, …`) or, with backward combining, descending
-//! (`b, b-1, …`). A block that continues the run joins it; any other block
-//! first *starts* the pending read. Starting walks the run in queue order and
-//! looks each block up in the pool:
-//!
-//! - a **hit** is pinned and becomes `Ready` (no I/O; the distance decays);
-//! - a block **another stream is reading** is pinned and becomes `Busy`: this
-//!   stream will wait for that read rather than issue its own;
-//! - a **miss** claims a frame; consecutive misses become *one* read of up to
-//!   `io_combine_limit` blocks. A hit or busy block ends the read, so cached
-//!   blocks split a run exactly where they sit, forward or backward.
-//!
-//! A descending run `[8, 7, 6, 5, 4]` is issued as the ascending read `4..=8`
-//! (engines only read forward); its pages go back in queue order 8, 7, 6, 5, 4.
-//! Because the first page handed out (8) is the last one read, the whole run
-//! is one read that owns all its frames and one read slot from the start, so
-//! it never waits on itself, and a short read's remainder is re-issued by the
-//! engine inside that same read (see [`crate::engine`]).
-//!
-//! # Distance
-//!
-//! `distance` bounds the queue: every entry taken from the source and not yet
-//! handed out counts, pinned or pending, and errors too (a block past the end
-//! holds no pin, but a source naming nothing else is still pulled only as far
-//! as the distance). It starts at 1 (the fully cached case needs no
-//! look-ahead) and follows PostgreSQL 18:
-//!
-//! - it **doubles** each time the consumer takes the first page of a read
-//!   this stream started, whether or not it had to wait;
-//! - it **decays by one** on each hit;
-//! - a read the engine served from the OS page cache is not a device wait:
-//!   the distance moves towards `io_combine_limit` × the engine's
-//!   [`cached_read_depth`](crate::IoEngine::cached_read_depth) instead (by
-//!   default one full-sized read at a time, which keeps a warm scan's
-//!   in-flight memory small; an engine that copies cached reads on a
-//!   second thread asks for a few, so that thread always has one to take);
-//! - it is capped by the **pin budget** `(max_ios + 1) × io_combine_limit`
-//!   and by the frames the pool can spare this stream, re-checked each time
-//!   look-ahead runs (so a shrinking pool shrinks it, a growing one lets it
-//!   grow back).
-//!
-//! When frames, not the budget, bind, reads are made smaller so that
-//! `max_ios` of them can still be in flight: a small pool costs read size
-//! before it costs concurrency, and never collapses look-ahead to one block.
-//!
-//! # Starting reads
-//!
-//! The pending read is started when it reaches the effective combine limit,
-//! when a non-continuing block arrives, when the source ends, or when the
-//! queue fills the whole distance with nothing pinned; otherwise it is kept to grow
-//! (PostgreSQL's rule). At most `max_ios` reads are in flight (`max_ios = 0`
-//! means one, without advice, as in PostgreSQL). Advice, when the engine says
-//! it helps, is given for reads that do not continue the previous one (the
-//! kernel reads ahead for those), or for every read under
-//! [`AdvicePolicy::Always`], or for every read if the file has no kernel
-//! read-ahead.
-//!
-//! # Fast path
-//!
-//! With nothing in flight, exactly one page queued and ready, distance 1 and
-//! no pending read — a fully cached scan — the stream swaps the head for the
-//! next block looked up directly, skipping the machinery above; the first
-//! miss leaves the fast path.
-//!
-//! # Failures
-//!
-//! A failed or cancelled read of several blocks is retried block by block as
-//! each reaches the head, so only a block that fails alone is reported, in
-//! its place, and the stream goes on. Blocks past the end of the file are
-//! reported in their place without I/O.
-//!
-//! # The source's end, and user code that panics
-//!
-//! Once the source has returned `None` it is never asked again until
-//! `reset`: the end of a source is final (see
-//! [`BlockSource`](crate::BlockSource)), whatever is still pending.
-//!
-//! User code runs inside the planner: the source, through the [`Env`] the
-//! engine, and the drop of a block's data. Whenever that code runs the
-//! planner's state is whole: every entry holding a pin is in the queue or
-//! in `handing` (the one `pop` hands out while it looks ahead), a block
-//! taken from the source and not yet queued is in `stashed`, the fast path
-//! is off before the engine runs, and `reset` drops the old entries' data
-//! only once everything else is reset. So a panic leaves every pin where
-//! `reset`, and so the stream's drop, releases it, and the planner goes on
-//! correctly if asked again; a read's frames belong to its request before
-//! the engine sees it (see [`Env::start_read`]).
+//! - The queue holds [`Entry`]s in source order; its last `pending_n`
+//!   entries are the pending read, not yet looked up.
+//! - `handing` is the one entry `pop` hands out while it looks ahead, and
+//!   `stashed` a block taken from the source but not yet queued. Both live
+//!   in the planner, not on the stack, so that whenever user code runs (the
+//!   source, the engine through [`Env`], the drop of a block's data) every
+//!   pin is where `reset`, and so the stream's drop, releases it.
+//! - The fast path is left before the engine runs, and a read's frames
+//!   belong to its request before the engine sees it (see
+//!   [`Env::start_read`]).
+//! - `reset` drops the old entries' data only once every other field is
+//!   reset.
 
 mod entry;
 #[cfg(test)]

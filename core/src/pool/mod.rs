@@ -136,8 +136,7 @@ impl PoolBuilder {
     /// O_DIRECT read, and most of a cached read's copy. A long-lived pool
     /// pays that once; a program that builds a pool per scan and times it
     /// (a benchmark) wants it paid here instead. Costs about 0.55 ms per MiB
-    /// of pool on the calling thread (70 ms for 128 MiB on the development
-    /// VM).
+    /// of pool on the calling thread.
     ///
     /// ```
     /// use pagestream::BufferPool;

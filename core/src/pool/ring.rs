@@ -14,13 +14,13 @@
 //! frames too and the ring ends up just large enough for the look-ahead: a
 //! shallow scan (a warm scan keeps one read ahead, or a few with an engine
 //! that copies cached reads on a second thread) grows it little or not at
-//! all, keeping its destination memory in the CPU cache. (It used to
-//! double; a warm scan six reads deep then recycled 2 MiB instead of the
-//! 896 KiB it needs, and ran about 8% slower on the development VM.) It grows by a block of frames
-//! the sweep finds together, usually adjacent in memory, so runs of slots
-//! stay runs of adjacent frames and a read's frames reach the engine as one
-//! buffer (growing one slot at a time interleaved them, and made 39% of
-//! O_DIRECT reads vectored and the device merge less).
+//! all, keeping its destination memory in the CPU cache (a ring that
+//! doubled would cycle about twice the memory a warm scan needs). It grows
+//! by a block of frames the sweep finds together, usually adjacent in
+//! memory, so runs of slots stay runs of adjacent frames and a read's
+//! frames reach the engine as one buffer: slots added one at a time would
+//! interleave frames, make reads vectored and let the device merge less.
+//! The measurements behind both choices are in `docs/engines.md`.
 
 const EMPTY_SLOT: u32 = u32::MAX;
 

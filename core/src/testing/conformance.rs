@@ -104,7 +104,11 @@ pub async fn run_all<H: Harness>(h: &H) {
     );
 }
 
-fn builder<H: Harness>(pool: &BufferPool, h: &H, file: FileOf<H>) -> StreamBuilder<H::Engine> {
+fn builder<H: Harness, S: BlockSource>(
+    pool: &BufferPool,
+    h: &H,
+    file: FileOf<H>,
+) -> StreamBuilder<H::Engine, S> {
     ReadStream::builder(pool, h.engine(), file)
 }
 
