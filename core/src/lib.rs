@@ -71,7 +71,7 @@
 //!   polled or alive. Short reads return their remainder to the engine.
 //!   An engine may keep reads it expects the OS page cache to serve in a
 //!   queue of its own, copied by a helper thread on another CPU: it then
-//!   asks for a few such reads in flight ([`IoEngine::cached_read_depth`])
+//!   asks for a few such reads in flight ([`EngineHints::cached_reads`](engine::EngineHints::cached_reads))
 //!   and does a queued one on the consumer's thread whenever the stream
 //!   would otherwise wait ([`IoEngine::help`]), so the two CPUs share the
 //!   copying and the consumer never waits for a sleeping thread.
@@ -115,7 +115,11 @@ pub mod testing;
 /// A block's number within its file, from 0.
 pub type BlockNumber = u64;
 
-pub use engine::{BlockCount, EngineFile, FileId, IoEngine, ReadFilter, ReadOutcome, ReadRequest};
+#[cfg(any(feature = "testing", test))]
+pub use engine::ReadFilter;
+pub use engine::{
+    BlockCount, CachedReads, EngineFile, EngineHints, FileId, IoEngine, ReadOutcome, ReadRequest,
+};
 pub use error::{BuildError, ReadError};
 pub use guard::PageGuard;
 pub use plan::AdvicePolicy;

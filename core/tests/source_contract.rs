@@ -329,14 +329,15 @@ impl IoEngine for PanicOnce {
         }
         self.inner.start_read(file, req);
     }
-    fn advice_useful(&self, _file: &MemFile) -> bool {
-        true
+    fn hints(&self, _file: &MemFile) -> pagestream::EngineHints {
+        pagestream::EngineHints::new().with_advice(true)
     }
-    fn advise(&self, _file: &MemFile, _offset: u64, _len: u64) {
+    fn advise(&self, _file: &MemFile, _offset: u64, _len: u64) -> bool {
         assert!(
             !(self.in_advise && self.armed.swap(false, Ordering::Relaxed)),
             "the engine panics in advise"
         );
+        true
     }
     fn name(&self) -> &'static str {
         "panic-once"

@@ -141,7 +141,7 @@ fn direct_cold_scan_is_correct() {
     let f = stamped("direct", 6, n);
     let engine = ThreadPoolEngine::new();
     let file = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
-    assert!(!engine.advice_useful(&file));
+    assert!(!engine.hints(&file).advice);
     let st = scan_verify(&engine, file, 6, n);
     assert_eq!(
         engine.stats().nowait_full,
@@ -318,8 +318,8 @@ fn file_properties() {
     );
     assert!(!d.kernel_readahead(), "O_DIRECT has no read-ahead");
     let engine = ThreadPoolEngine::new();
-    assert!(engine.advice_useful(&a) && engine.advice_useful(&b));
-    assert!(!engine.advice_useful(&d));
+    assert!(engine.hints(&a).advice && engine.hints(&b).advice);
+    assert!(!engine.hints(&d).advice);
     assert_eq!(engine.name(), "threadpool");
     let other = stamped("props2", 9, 1);
     assert_ne!(ThreadPoolFile::open(other.path()).unwrap().id(), a.id());
@@ -621,7 +621,7 @@ fn warm_reads_are_shared_with_the_cached_read_helper() {
     warm_up(f.path());
     let engine = ThreadPoolEngine::builder().cached_depth(4).build();
     let file = ThreadPoolFile::open(f.path()).unwrap();
-    assert_eq!(engine.cached_read_depth(&file), 4);
+    assert_eq!(engine.hints(&file).cached_reads.reads(), 4);
     let st = scan_verify(&engine, file, 11, n);
     // The helper counts a read once it is done, which may be just after
     // the stream has taken its page: wait (boundedly) for the last count.
@@ -655,7 +655,7 @@ fn cached_depth_below_two_reads_every_cached_read_inline() {
     for depth in [0, 1] {
         let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
         let file = ThreadPoolFile::open(f.path()).unwrap();
-        assert_eq!(engine.cached_read_depth(&file), 1);
+        assert_eq!(engine.hints(&file).cached_reads.reads(), 1);
         let st = scan_verify(&engine, file, 12, n);
         let es = engine.stats();
         assert_eq!(es.cached_queued, 0, "{es:?}");
@@ -841,7 +841,10 @@ fn a_huge_cached_depth_is_clamped_and_scans() {
     for depth in [usize::MAX, 1 << 60] {
         let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
         let file = ThreadPoolFile::open(f.path()).unwrap();
-        assert_eq!(engine.cached_read_depth(&file), pagestream::MAX_IOS);
+        assert_eq!(
+            engine.hints(&file).cached_reads.reads(),
+            pagestream::MAX_IOS
+        );
         let st = scan_verify(&engine, file, 15, n);
         assert_eq!(st.blocks_read, n, "depth {depth}: {st}");
     }

@@ -50,7 +50,7 @@
 //! - it **decays by one** on each hit;
 //! - a read the engine served from the OS page cache is not a device wait:
 //!   the distance moves towards `io_combine_limit` × the engine's
-//!   [`cached_read_depth`](crate::IoEngine::cached_read_depth) instead (by
+//!   [`cached_reads`](crate::EngineHints::cached_reads) instead (by
 //!   default one full-sized read at a time, which keeps a warm scan's
 //!   in-flight memory small; an engine that copies cached reads on a
 //!   second thread asks for a few, so that thread always has one to take);
@@ -190,7 +190,7 @@ pub(crate) struct PlanConfig {
     /// Start at distance `min(budget, combine)` (PostgreSQL's READ_STREAM_FULL).
     pub(crate) full: bool,
     /// Full-sized reads to keep in flight while reads are served from the
-    /// OS page cache (the engine's [`crate::IoEngine::cached_read_depth`];
+    /// OS page cache (the engine's [`crate::EngineHints::cached_reads`];
     /// `Planner::new` clamps it to `1..=MAX_IOS`).
     pub(crate) cached_depth: usize,
     /// Blocks per segment of a file stored in pieces (no read crosses a

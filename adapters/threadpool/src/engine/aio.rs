@@ -21,7 +21,7 @@ pub(super) enum AioSlot {
     Untried,
     /// Made, with its reaper running.
     Ready(Arc<Aio>),
-    /// Could not be made (see [`EngineStats::aio_unavailable`]); not
+    /// Could not be made (see [`EngineStats::aio_unavailable`](crate::EngineStats::aio_unavailable)); not
     /// tried again.
     Failed,
 }
@@ -114,7 +114,7 @@ pub(super) fn aio_done(shared: &Arc<Shared>, job: AioJob, res: i64) {
 
 impl Shared {
     /// Switches AIO off for good because of `err`, recorded for
-    /// [`EngineStats::aio_unavailable`] (the first such error is kept).
+    /// [`EngineStats::aio_unavailable`](crate::EngineStats::aio_unavailable) (the first such error is kept).
     /// Reads keep going, on the I/O threads.
     pub(super) fn aio_unavailable(&self, err: &io::Error) {
         let errno = err.raw_os_error().filter(|&e| e != 0).unwrap_or(libc::EIO);

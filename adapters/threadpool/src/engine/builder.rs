@@ -1,4 +1,4 @@
-//! [`ThreadPoolBuilder`]: the engine's settings.
+//! [`ThreadPoolBuilder`](crate::ThreadPoolBuilder): the engine's settings.
 
 use super::aio::AioSlot;
 use super::cached::{Helper, HelperState, Sleep};
@@ -13,10 +13,10 @@ use std::sync::{Arc, Condvar, Mutex};
 /// (16) reads to block at once.
 pub const DEFAULT_THREADS: usize = 16;
 
-/// Default [`ThreadPoolBuilder::aio_events`].
+/// Default [`ThreadPoolBuilder::aio_events`](crate::ThreadPoolBuilder::aio_events).
 pub const DEFAULT_AIO_EVENTS: u32 = 256;
 
-/// Builds a [`ThreadPoolEngine`]; see [`ThreadPoolEngine::builder`].
+/// Builds a [`ThreadPoolEngine`](crate::ThreadPoolEngine); see [`ThreadPoolEngine::builder`](crate::ThreadPoolEngine::builder).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ThreadPoolBuilder {
@@ -30,7 +30,7 @@ pub struct ThreadPoolBuilder {
 }
 
 impl ThreadPoolBuilder {
-    /// Most I/O threads (at least 1; default [`DEFAULT_THREADS`]). Threads
+    /// Most I/O threads (at least 1; default [`DEFAULT_THREADS`](crate::DEFAULT_THREADS)). Threads
     /// are started on demand, when more reads wait than threads are idle.
     /// Reads that block beyond this count queue.
     pub fn threads(mut self, n: usize) -> Self {
@@ -55,14 +55,14 @@ impl ThreadPoolBuilder {
     /// where a seccomp filter or the kernel leaves AIO out, `EAGAIN` once
     /// the system-wide `fs.aio-max-nr` is used up), or the kernel refuses
     /// AIO reads outright, the engine reads O_DIRECT on its I/O threads
-    /// instead, and [`EngineStats::aio_unavailable`] says why.
+    /// instead, and [`EngineStats::aio_unavailable`](crate::EngineStats::aio_unavailable) says why.
     pub fn aio(mut self, on: bool) -> Self {
         self.aio = on;
         self
     }
 
     /// Events the engine's AIO context holds (at least 1; default
-    /// [`DEFAULT_AIO_EVENTS`]): the most O_DIRECT reads in flight through
+    /// [`DEFAULT_AIO_EVENTS`](crate::DEFAULT_AIO_EVENTS)): the most O_DIRECT reads in flight through
     /// AIO at once (more go to the I/O threads). The context reserves them
     /// against the system-wide `fs.aio-max-nr` (`/proc/sys/fs/aio-max-nr`)
     /// for the engine's life; asking for more than is left there makes
@@ -93,7 +93,7 @@ impl ThreadPoolBuilder {
     /// Cached reads in flight per stream with the cached-read helper (see
     /// [`ThreadPoolEngine`](crate::ThreadPoolEngine)); 0 or 1 turns the helper
     /// off and reads every cached read inline. At most [`MAX_IOS`](pagestream::MAX_IOS)
-    /// (a larger value is taken as that). Default [`DEFAULT_CACHED_DEPTH`]
+    /// (a larger value is taken as that). Default [`DEFAULT_CACHED_DEPTH`](crate::DEFAULT_CACHED_DEPTH)
     /// on a machine with more than one CPU, else 0.
     pub fn cached_depth(mut self, reads: usize) -> Self {
         self.cached_depth = reads.min(pagestream::MAX_IOS);

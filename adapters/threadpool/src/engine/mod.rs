@@ -23,20 +23,12 @@ use threads::{lock, run, Job, State};
 
 use crate::file::ThreadPoolFile;
 use crate::sys;
-use pagestream::{IoEngine, ReadRequest};
-use std::cell::Cell;
+use pagestream::{CachedReads, EngineHints, IoEngine, ReadRequest};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-thread_local! {
-    /// The range the last [`IoEngine::advise`] on this thread covered:
-    /// `(file identity, start, end)`. The planner advises a read right
-    /// before starting it, on the same thread; `start_read` takes it to know
-    /// whether the kernel was already asked to read the request.
-    static ADVISED: Cell<Option<(usize, u64, u64)>> = const { Cell::new(None) };
-}
 /// An [`IoEngine`] that reads with blocking `preadv` on a pool of dedicated
 /// I/O threads, so it works under any executor. Cheap to clone (an `Arc`
 /// inside); clones share the threads. The threads exit once every clone is
@@ -101,7 +93,7 @@ thread_local! {
 ///
 /// - The engine asks streams to keep [`cached_depth`] full-sized reads in
 ///   flight while their reads are served from the cache
-///   ([`IoEngine::cached_read_depth`]), so the queue holds several.
+///   ([`EngineHints::cached_reads`]), so the queue holds several.
 /// - The helper takes the **newest** queued read while at least two are
 ///   queued; the oldest is the one its stream wants first. A stream about to
 ///   wait for a read does the **oldest** queued read of its file itself
@@ -138,7 +130,7 @@ thread_local! {
 /// # Primed reads
 ///
 /// A read the planner gave `POSIX_FADV_WILLNEED` advice for just before
-/// starting it is *primed*: the kernel has
+/// starting it is *primed* ([`ReadRequest::is_advised`]): the kernel has
 /// already been asked to read it, so the I/O thread that takes it only waits
 /// for the page cache and copies. Such reads do not need a thread each:
 /// while a thread is busy with a primed read, up to
@@ -298,11 +290,7 @@ impl IoEngine for ThreadPoolEngine {
                 Some(r) => req = r,
             }
         }
-        let primed = ADVISED.take().is_some_and(|(id, start, end)| {
-            id == Arc::as_ptr(inner) as usize
-                && start <= req.offset()
-                && req.offset() + req.len_bytes() as u64 <= end
-        });
+        let primed = req.is_advised();
         if !inner.direct && shared.nowait.load(Ordering::Relaxed) {
             if shared.cached_depth > 0 && inner.warm.load(Ordering::Relaxed) {
                 match shared.queue_cached(Job {
@@ -336,13 +324,21 @@ impl IoEngine for ThreadPoolEngine {
         shared.submit(job);
     }
 
-    fn cached_read_depth(&self, file: &ThreadPoolFile) -> usize {
+    /// Buffered files take advice. With the cached-read helper on, a
+    /// buffered file asks for [`ThreadPoolBuilder::cached_depth`] cached
+    /// reads in flight and lets the stream help.
+    fn hints(&self, file: &ThreadPoolFile) -> EngineHints {
         let shared = &self.handle.shared;
-        if file.inner.direct || shared.cached_depth == 0 {
-            1
-        } else {
-            shared.cached_depth
-        }
+        let buffered = !file.inner.direct;
+        let helper = buffered && shared.cached_depth > 0;
+        EngineHints::new()
+            .with_advice(buffered)
+            .with_cached_reads(if helper {
+                CachedReads::InFlight(shared.cached_depth)
+            } else {
+                CachedReads::One
+            })
+            .with_help(helper)
     }
 
     fn help(&self, file: &ThreadPoolFile) -> bool {
@@ -350,24 +346,13 @@ impl IoEngine for ThreadPoolEngine {
         shared.cached_depth > 0 && shared.help(&file.inner)
     }
 
-    fn advice_useful(&self, file: &ThreadPoolFile) -> bool {
-        !file.inner.direct
-    }
-
-    fn advise(&self, file: &ThreadPoolFile, offset: u64, len: u64) {
+    /// `POSIX_FADV_WILLNEED` on buffered files. An error is ignored (advice
+    /// is only a hint), and the read it announces is then not primed.
+    fn advise(&self, file: &ThreadPoolFile, offset: u64, len: u64) -> bool {
         let inner = &file.inner;
-        if inner.direct || len == 0 {
-            return;
-        }
-        // Advice is only a hint: an error is ignored (and the read it
-        // announces is then not treated as primed).
-        if sys::fadvise(inner.fd(), offset, len, libc::POSIX_FADV_WILLNEED).is_ok() {
-            ADVISED.set(Some((
-                Arc::as_ptr(inner) as usize,
-                offset,
-                offset.saturating_add(len),
-            )));
-        }
+        !inner.direct
+            && len > 0
+            && sys::fadvise(inner.fd(), offset, len, libc::POSIX_FADV_WILLNEED).is_ok()
     }
 
     fn name(&self) -> &'static str {
@@ -515,8 +500,11 @@ mod tests {
             req.add_filter(Arc::clone(&self.1) as Arc<dyn ReadFilter>);
             self.0.start_read(file, req);
         }
-        fn cached_read_depth(&self, file: &ThreadPoolFile) -> usize {
-            self.0.cached_read_depth(file)
+        fn hints(&self, file: &ThreadPoolFile) -> EngineHints {
+            self.0.hints(file)
+        }
+        fn advise(&self, file: &ThreadPoolFile, offset: u64, len: u64) -> bool {
+            self.0.advise(file, offset, len)
         }
         fn help(&self, file: &ThreadPoolFile) -> bool {
             self.0.help(file)
@@ -604,8 +592,10 @@ mod tests {
                 req.add_filter(Arc::clone(g) as Arc<dyn ReadFilter>);
             }
             if self.prime {
-                self.inner
+                let taken = self
+                    .inner
                     .advise(file, req.offset(), req.len_bytes() as u64);
+                req.set_advised(taken);
             }
             self.inner.start_read(file, req);
         }
@@ -788,8 +778,9 @@ mod tests {
         fn start_read(&self, file: &ThreadPoolFile, req: ReadRequest) {
             self.0.start_read(file, req);
         }
-        fn cached_read_depth(&self, file: &ThreadPoolFile) -> usize {
-            self.0.cached_read_depth(file)
+        /// The inner engine's hints, without help.
+        fn hints(&self, file: &ThreadPoolFile) -> EngineHints {
+            self.0.hints(file).with_help(false)
         }
         fn name(&self) -> &'static str {
             "nohelp"

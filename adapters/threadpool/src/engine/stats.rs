@@ -1,4 +1,4 @@
-//! [`EngineStats`]: what the engine did, for reports.
+//! [`EngineStats`](crate::EngineStats): what the engine did, for reports.
 
 use std::fmt;
 use std::io;
@@ -25,10 +25,10 @@ pub struct EngineStats {
     /// each (an idle thread is always woken for them).
     pub queued_primed: u64,
     /// Blocking `preadv` calls made by the I/O threads (or, with
-    /// [`ThreadPoolBuilder::blocking_inline`], on the calling thread).
+    /// [`ThreadPoolBuilder::blocking_inline`](crate::ThreadPoolBuilder::blocking_inline), on the calling thread).
     pub thread_preads: u64,
     /// Reads done blocking on the calling thread
-    /// ([`ThreadPoolBuilder::blocking_inline`]).
+    /// ([`ThreadPoolBuilder::blocking_inline`](crate::ThreadPoolBuilder::blocking_inline)).
     pub inline_blocking_reads: u64,
     /// O_DIRECT reads submitted inline with native AIO.
     pub aio_reads: u64,
@@ -42,7 +42,7 @@ pub struct EngineStats {
     /// used up; the reaper thread not starting; the kernel refusing AIO
     /// reads or `RWF_NOWAIT` on them). Every O_DIRECT read is then read on
     /// the I/O threads; none is lost to it. `None` while AIO works, has not
-    /// been tried, or was turned off with [`ThreadPoolBuilder::aio`].
+    /// been tried, or was turned off with [`ThreadPoolBuilder::aio`](crate::ThreadPoolBuilder::aio).
     pub aio_unavailable: Option<i32>,
     /// I/O threads started.
     pub threads_started: u64,
