@@ -26,7 +26,12 @@ impl ThreadPoolEnv {
             .threads(options.threads.max(1))
             .nowait(options.nowait);
         if let Some(d) = options.cached_depth {
-            b = b.cached_depth(d);
+            // The command line's 0 or 1: no helper.
+            b = b.cached_reads(if d < 2 {
+                pagestream::CachedReads::One
+            } else {
+                pagestream::CachedReads::InFlight(d)
+            });
         }
         ThreadPoolEnv { engine: b.build() }
     }

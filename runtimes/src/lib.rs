@@ -126,7 +126,7 @@ pub struct Options {
     pub nowait: bool,
     /// Thread pool: cached reads in flight per stream with the cached-read
     /// helper thread (`None`: the engine's default; see
-    /// [`pagestream_threadpool::ThreadPoolBuilder::cached_depth`]).
+    /// [`pagestream_threadpool::ThreadPoolBuilder::cached_reads`]; 0 or 1: no helper).
     pub cached_depth: Option<usize>,
 }
 

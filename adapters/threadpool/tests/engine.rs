@@ -8,8 +8,10 @@ use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::testing::files::temp_path;
 use pagestream::testing::{stamp, PanicOnFinish, StampedFile};
-use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream, StreamStats};
-use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use pagestream::{source, BufferPool, CachedReads, EngineFile, IoEngine, ReadStream, StreamStats};
+use pagestream_threadpool::{
+    BlockingReads, FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile,
+};
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 
@@ -513,7 +515,7 @@ fn advised_reads_are_queued_primed_and_read_correctly() {
         // blocks read by the time it runs, and no read go to a thread.
         let engine = ThreadPoolEngine::builder()
             .nowait(nowait)
-            .cached_depth(0)
+            .cached_reads(CachedReads::One)
             .build();
         let pool = BufferPool::new(1024, BS).unwrap();
         let blocks: Vec<u64> = (0..n).step_by(3).collect();
@@ -582,7 +584,7 @@ fn blocking_inline_reads_on_the_calling_thread() {
     let f = stamped("inline", 16, n);
     for direct in [false, true] {
         let engine = ThreadPoolEngine::builder()
-            .blocking_inline(true)
+            .blocking_reads(BlockingReads::CallingThread)
             .aio(false)
             .build();
         let file = if direct {
@@ -619,7 +621,9 @@ fn warm_reads_are_shared_with_the_cached_read_helper() {
     let n = 2048;
     let f = stamped("warm-helper", 11, n);
     warm_up(f.path());
-    let engine = ThreadPoolEngine::builder().cached_depth(4).build();
+    let engine = ThreadPoolEngine::builder()
+        .cached_reads(CachedReads::InFlight(4))
+        .build();
     let file = ThreadPoolFile::open(f.path()).unwrap();
     assert_eq!(engine.hints(&file).cached_reads.reads(), 4);
     let st = scan_verify(&engine, file, 11, n);
@@ -653,7 +657,9 @@ fn cached_depth_below_two_reads_every_cached_read_inline() {
     let f = stamped("warm-nohelper", 12, n);
     warm_up(f.path());
     for depth in [0, 1] {
-        let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
+        let engine = ThreadPoolEngine::builder()
+            .cached_reads(CachedReads::InFlight(depth))
+            .build();
         let file = ThreadPoolFile::open(f.path()).unwrap();
         assert_eq!(engine.hints(&file).cached_reads.reads(), 1);
         let st = scan_verify(&engine, file, 12, n);
@@ -671,7 +677,9 @@ fn cold_reads_through_the_cached_read_queue_fall_back_to_threads() {
     let f = stamped("warm-then-cold", 13, n);
     for round in 0..3 {
         warm_up(f.path());
-        let engine = ThreadPoolEngine::builder().cached_depth(6).build();
+        let engine = ThreadPoolEngine::builder()
+            .cached_reads(CachedReads::InFlight(6))
+            .build();
         let pool = BufferPool::new(1024, BS).unwrap();
         let file = ThreadPoolFile::open(f.path()).unwrap();
         let mut s = ReadStream::builder(&pool, engine.clone(), file)
@@ -707,7 +715,9 @@ fn a_queued_read_completes_without_its_stream_being_polled() {
     let n = 256;
     let f = stamped("warm-unpolled", 14, n);
     warm_up(f.path());
-    let engine = ThreadPoolEngine::builder().cached_depth(6).build();
+    let engine = ThreadPoolEngine::builder()
+        .cached_reads(CachedReads::InFlight(6))
+        .build();
     let pool = BufferPool::new(1024, BS).unwrap();
     let file = ThreadPoolFile::open(f.path()).unwrap();
     let id = file.id();
@@ -796,7 +806,7 @@ fn the_helper_has_a_whole_name_and_the_process_affinity() {
     let f = stamped("warm-helper-affinity", 16, n);
     warm_up(f.path());
     let engine = ThreadPoolEngine::builder()
-        .cached_depth(6)
+        .cached_reads(CachedReads::InFlight(6))
         .thread_name("tp-aff")
         .build();
     // The consumer that starts the helper is pinned to one CPU.
@@ -839,7 +849,9 @@ fn a_huge_cached_depth_is_clamped_and_scans() {
     let f = stamped("warm-huge-depth", 15, n);
     warm_up(f.path());
     for depth in [usize::MAX, 1 << 60] {
-        let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
+        let engine = ThreadPoolEngine::builder()
+            .cached_reads(CachedReads::InFlight(depth))
+            .build();
         let file = ThreadPoolFile::open(f.path()).unwrap();
         assert_eq!(
             engine.hints(&file).cached_reads.reads(),

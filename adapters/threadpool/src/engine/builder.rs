@@ -5,6 +5,7 @@ use super::cached::{Helper, HelperState, Sleep};
 use super::stats::Counters;
 use super::threads::State;
 use super::{Handle, Shared, ThreadPoolEngine};
+use pagestream::CachedReads;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::sync::{Arc, Condvar, Mutex};
@@ -15,6 +16,20 @@ pub const DEFAULT_THREADS: usize = 16;
 
 /// Default [`ThreadPoolBuilder::aio_events`](crate::ThreadPoolBuilder::aio_events).
 pub const DEFAULT_AIO_EVENTS: u32 = 256;
+
+/// Where a [`ThreadPoolEngine`](crate::ThreadPoolEngine) does reads that
+/// would block: see [`ThreadPoolBuilder::blocking_reads`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BlockingReads {
+    /// On the engine's I/O threads: the thread polling the stream never
+    /// blocks on the device.
+    #[default]
+    Threads,
+    /// On the thread that starts the read, with a blocking `preadv`: only
+    /// for a thread that is yours alone, with `max_ios = 0`.
+    CallingThread,
+}
 
 /// Builds a [`ThreadPoolEngine`](crate::ThreadPoolEngine); see [`ThreadPoolEngine::builder`](crate::ThreadPoolEngine::builder).
 #[derive(Debug, Clone)]
@@ -72,8 +87,8 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// Reads that would go to an I/O thread are read on the calling thread
-    /// instead, with a blocking `preadv` (default off). This breaks the
+    /// Where reads that would block run (default
+    /// [`BlockingReads::Threads`]). [`BlockingReads::CallingThread`] breaks the
     /// engine's promise not to block the thread that polls the stream, so
     /// use it only where that thread is yours alone (a stream driven by
     /// `futures::executor::block_on` on a dedicated thread, as a
@@ -85,18 +100,26 @@ impl ThreadPoolBuilder {
     /// the threads would overlap, so it loses. O_DIRECT reads that native
     /// AIO takes do not block either way (turn [`aio`](Self::aio) off too
     /// to read those inline).
-    pub fn blocking_inline(mut self, on: bool) -> Self {
-        self.blocking_inline = on;
+    pub fn blocking_reads(mut self, on: BlockingReads) -> Self {
+        self.blocking_inline = on == BlockingReads::CallingThread;
         self
     }
 
-    /// Cached reads in flight per stream with the cached-read helper (see
-    /// [`ThreadPoolEngine`](crate::ThreadPoolEngine)); 0 or 1 turns the helper
-    /// off and reads every cached read inline. At most [`MAX_IOS`](pagestream::MAX_IOS)
-    /// (a larger value is taken as that). Default [`DEFAULT_CACHED_DEPTH`](crate::DEFAULT_CACHED_DEPTH)
-    /// on a machine with more than one CPU, else 0.
-    pub fn cached_depth(mut self, reads: usize) -> Self {
-        self.cached_depth = reads.min(pagestream::MAX_IOS);
+    /// Cached reads in flight per stream, and with them the cached-read
+    /// helper (see [`ThreadPoolEngine`](crate::ThreadPoolEngine)):
+    /// [`CachedReads::One`] turns the helper off and reads every cached
+    /// read inline; [`CachedReads::InFlight`]`(n)` keeps `n` in flight for
+    /// the helper and the stream to share (at most
+    /// [`MAX_IOS`](pagestream::MAX_IOS), a larger value is taken as that;
+    /// below 2 it is [`CachedReads::One`], as the helper takes a read only
+    /// while two are queued). Default `InFlight(`[`DEFAULT_CACHED_DEPTH`](crate::DEFAULT_CACHED_DEPTH)`)`
+    /// on a machine with more than one CPU, else `One`. Ignored with
+    /// [`BlockingReads::CallingThread`].
+    pub fn cached_reads(mut self, reads: CachedReads) -> Self {
+        self.cached_depth = match reads {
+            CachedReads::InFlight(n) => n.min(pagestream::MAX_IOS),
+            _ => 0,
+        };
         self
     }
 

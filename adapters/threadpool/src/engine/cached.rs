@@ -10,7 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-/// Default [`ThreadPoolBuilder::cached_depth`](crate::ThreadPoolBuilder::cached_depth) where there is a second CPU.
+/// Default cached reads in flight ([`ThreadPoolBuilder::cached_reads`](crate::ThreadPoolBuilder::cached_reads))
+/// where there is a second CPU.
 pub const DEFAULT_CACHED_DEPTH: usize = 6;
 
 /// How long the helper leaves a lone queued read to the stream that

@@ -11,7 +11,7 @@ mod read;
 mod stats;
 mod threads;
 
-pub use builder::{ThreadPoolBuilder, DEFAULT_AIO_EVENTS, DEFAULT_THREADS};
+pub use builder::{BlockingReads, ThreadPoolBuilder, DEFAULT_AIO_EVENTS, DEFAULT_THREADS};
 pub use cached::DEFAULT_CACHED_DEPTH;
 pub use stats::EngineStats;
 
@@ -91,7 +91,7 @@ use std::sync::{Arc, Condvar, Mutex};
 /// second CPU the engine shares those copies with one helper thread, without
 /// the consumer ever waiting for a thread that is asleep:
 ///
-/// - The engine asks streams to keep [`cached_depth`] full-sized reads in
+/// - The engine asks streams to keep [`cached_depth`] (several) full-sized reads in
 ///   flight while their reads are served from the cache
 ///   ([`EngineHints::cached_reads`]), so the queue holds several.
 /// - The helper takes the **newest** queued read while at least two are
@@ -125,7 +125,7 @@ use std::sync::{Arc, Condvar, Mutex};
 /// runs. Neither is bounded while every CPU is busy with normal threads;
 /// [`cached_depth`] off avoids both.
 ///
-/// [`cached_depth`]: ThreadPoolBuilder::cached_depth
+/// [`cached_depth`]: ThreadPoolBuilder::cached_reads
 ///
 /// # Primed reads
 ///
@@ -325,7 +325,7 @@ impl IoEngine for ThreadPoolEngine {
     }
 
     /// Buffered files take advice. With the cached-read helper on, a
-    /// buffered file asks for [`ThreadPoolBuilder::cached_depth`] cached
+    /// buffered file asks for [`ThreadPoolBuilder::cached_reads`] cached
     /// reads in flight and lets the stream help.
     fn hints(&self, file: &ThreadPoolFile) -> EngineHints {
         let shared = &self.handle.shared;
@@ -383,7 +383,9 @@ mod tests {
     /// An engine whose cached-read helper never starts (it is marked
     /// started): queued reads stay queued until a stream helps.
     fn engine_without_helper() -> ThreadPoolEngine {
-        let e = ThreadPoolEngine::builder().cached_depth(6).build();
+        let e = ThreadPoolEngine::builder()
+            .cached_reads(CachedReads::InFlight(6))
+            .build();
         lock_helper(&e.handle.shared.helper.state).started = true;
         e
     }
@@ -609,7 +611,7 @@ mod tests {
         ThreadPoolEngine::builder()
             .threads(2)
             .nowait(false)
-            .cached_depth(0)
+            .cached_reads(CachedReads::One)
             .aio(false)
             .build()
     }

@@ -25,10 +25,10 @@ pub struct EngineStats {
     /// each (an idle thread is always woken for them).
     pub queued_primed: u64,
     /// Blocking `preadv` calls made by the I/O threads (or, with
-    /// [`ThreadPoolBuilder::blocking_inline`](crate::ThreadPoolBuilder::blocking_inline), on the calling thread).
+    /// [`BlockingReads::CallingThread`](crate::BlockingReads::CallingThread), on the calling thread).
     pub thread_preads: u64,
     /// Reads done blocking on the calling thread
-    /// ([`ThreadPoolBuilder::blocking_inline`](crate::ThreadPoolBuilder::blocking_inline)).
+    /// ([`BlockingReads::CallingThread`](crate::BlockingReads::CallingThread)).
     pub inline_blocking_reads: u64,
     /// O_DIRECT reads submitted inline with native AIO.
     pub aio_reads: u64,
