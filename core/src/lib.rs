@@ -125,7 +125,7 @@ pub use guard::PageGuard;
 pub use plan::AdvicePolicy;
 pub use pool::{BufferPool, PoolBuilder, RingSize};
 pub use source::BlockSource;
-pub use stats::{Limit, PoolStats, StreamStats};
+pub use stats::{EngineCounters, Limit, PoolStats, StreamStats};
 pub use stream::{ReadStream, StreamBuilder, YieldBudget, MAX_IOS, MAX_IO_COMBINE_LIMIT};
 
 /// The README's example, compiled and run as a doc-test.

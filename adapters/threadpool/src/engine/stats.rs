@@ -1,5 +1,6 @@
 //! [`EngineStats`](crate::EngineStats): what the engine did, for reports.
 
+use pagestream::EngineCounters;
 use std::fmt;
 use std::io;
 use std::sync::atomic::AtomicU64;
@@ -58,6 +59,29 @@ pub struct EngineStats {
     /// Cached reads read inline instead of queued because the queue's lock
     /// was held at that moment (not counted in `cached_queued`).
     pub cached_contended: u64,
+}
+
+impl EngineStats {
+    /// The counters by name, in the shape every engine shares.
+    pub fn counters(&self) -> EngineCounters {
+        EngineCounters(vec![
+            ("nowait_full", self.nowait_full),
+            ("nowait_partial", self.nowait_partial),
+            ("nowait_would_block", self.nowait_would_block),
+            ("nowait_nanos", self.nowait_nanos),
+            ("queued", self.queued),
+            ("queued_primed", self.queued_primed),
+            ("thread_preads", self.thread_preads),
+            ("inline_blocking_reads", self.inline_blocking_reads),
+            ("cached_queued", self.cached_queued),
+            ("helper_reads", self.helper_reads),
+            ("helped_reads", self.helped_reads),
+            ("helper_sleeps", self.helper_sleeps),
+            ("aio_reads", self.aio_reads),
+            ("aio_fallbacks", self.aio_fallbacks),
+            ("threads_started", self.threads_started),
+        ])
+    }
 }
 
 /// One line per part of the engine: inline attempts, thread reads, AIO
