@@ -22,7 +22,6 @@ use stats::Counters;
 use threads::{lock, run, Job, State};
 
 use crate::file::ThreadPoolFile;
-use crate::sys;
 use pagestream::{CachedReads, EngineHints, IoEngine, ReadRequest};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
@@ -352,7 +351,7 @@ impl IoEngine for ThreadPoolEngine {
         let inner = &file.inner;
         !inner.direct
             && len > 0
-            && sys::fadvise(inner.fd(), offset, len, libc::POSIX_FADV_WILLNEED).is_ok()
+            && pagestream::os::fadvise(inner.fd(), offset, len, libc::POSIX_FADV_WILLNEED).is_ok()
     }
 
     fn name(&self) -> &'static str {
