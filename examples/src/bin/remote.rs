@@ -462,6 +462,7 @@ impl<E> Counted<E> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E: IoEngine> IoEngine for Counted<E> {
     type File = E::File;
 

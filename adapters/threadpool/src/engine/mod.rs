@@ -495,6 +495,7 @@ mod tests {
     #[derive(Clone)]
     struct Panicky(ThreadPoolEngine, Arc<PanicOnce>);
 
+    #[deny(clippy::missing_trait_methods)]
     impl IoEngine for Panicky {
         type File = ThreadPoolFile;
         fn start_read(&self, file: &ThreadPoolFile, mut req: ReadRequest) {
