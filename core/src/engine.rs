@@ -4,37 +4,88 @@
 //! hands it a [`ReadRequest`], which *owns* the frames it covers until the
 //! engine calls [`ReadRequest::complete`] (or drops the request). Ownership
 //! passing makes the contract sound for io_uring, where the kernel writes
-//! into the memory after the submitting future may be gone:
+//! into the memory after the submitting future may be gone: frame memory
+//! belongs to the pool's `Arc`, which the request holds, so it is never
+//! freed under a read in flight, even if every stream and pool handle is
+//! dropped.
 //!
-//! - Frame memory belongs to the pool's `Arc`, which the request holds, so it
-//!   is never freed under a read in flight, even if every stream and pool
-//!   handle is dropped.
-//! - A request publishes its own result: `complete` marks the frames valid
-//!   (or empty again, on error) and wakes every task waiting for them,
-//!   without the issuing stream being polled or even alive. A second stream
-//!   waiting for the block is never held up by the first stream's consumer.
-//! - Dropping a request without completing it (a cancelled io_uring op whose
-//!   buffer the runtime releases, an engine shutting down) returns its frames
-//!   to EMPTY — never valid — and tells the issuing stream it was cancelled;
-//!   other waiters retry the read themselves.
-//! - Short reads: `complete(Ok(n))` with `n` short of the request publishes
-//!   the whole blocks read and returns the rest as a new request (continuing
-//!   at the exact byte), which the engine must issue like any other. The
-//!   remainder keeps the original's read slot in the stream, so a descending
-//!   run read as one ascending I/O is complete before its first (highest)
-//!   page is handed out, and caps are never exceeded. `complete(Ok(0))` means
-//!   end of file and becomes [`ReadError::UnexpectedEof`] — except where the
-//!   stream reads a partial last block as a short page
+//! # Contract for implementors
+//!
+//! An engine must implement [`start_read`](IoEngine::start_read) and
+//! [`name`](IoEngine::name); the other methods have defaults that are
+//! right for an engine whose reads are truly asynchronous (no advice, no
+//! queued reads, one full-sized read ahead when reads are cached). A read:
+//!
+//! - **Completes on its own.** `start_read` must not block on the device,
+//!   and the engine must end every request it accepts, by calling
+//!   [`complete`](ReadRequest::complete) (issuing any remainder it returns)
+//!   or by dropping it, without the issuing stream being polled or even
+//!   alive. `complete` marks the frames valid (or empty again, on error) and
+//!   wakes every task waiting for them, so a second stream waiting for the
+//!   block is never held up by the first stream's consumer.
+//! - **Owns its frames until the kernel is done with them.** The buffers
+//!   ([`buffers_mut`](ReadRequest::buffers_mut),
+//!   [`raw_buffers`](ReadRequest::raw_buffers)) are valid, and the
+//!   request's alone, until it is completed or dropped. An engine that hands
+//!   them to the kernel keeps the request alive until the kernel has
+//!   returned the operation, even when the stream is gone.
+//! - **Reports short reads as they happen.** `complete(Ok(n))` with `n`
+//!   short of [`len_bytes`](ReadRequest::len_bytes) publishes the whole
+//!   blocks read and returns the rest as a new request (continuing at the
+//!   exact byte), which the engine must issue like any other. The remainder
+//!   keeps the original's read slot in the stream, so a descending run read
+//!   as one ascending I/O is complete before its first (highest) page is
+//!   handed out, and caps are never exceeded.
+//! - **Reports end of file as `Ok(0)`.** It becomes
+//!   [`ReadError::UnexpectedEof`] — except where the stream reads a partial
+//!   last block as a short page
 //!   ([`StreamBuilder::short_last_page`](crate::StreamBuilder::short_last_page)):
-//!   a read that has filled that block up to the end of the file is complete,
-//!   so engines report the short read at end of file as they would any
-//!   other, and no remainder follows it.
+//!   a read that has filled that block up to the end of the file is
+//!   complete, so engines report the short read at end of file as they would
+//!   any other, and no remainder follows it.
+//! - **Is cancelled by dropping it.** Dropping a request without completing
+//!   it (a cancelled io_uring op whose buffer the runtime releases, an engine
+//!   shutting down) returns its frames to EMPTY — never valid — and tells
+//!   the issuing stream it was cancelled; other waiters retry the read
+//!   themselves.
+//! - **Survives panics.** A panic in `start_read` drops the request (a
+//!   cancellation). `complete` runs the request's finish hooks; if one
+//!   panics, the stream still hears that the read is over and the panic is
+//!   resumed afterwards. An engine that completes reads on threads of its
+//!   own catches panics there, so its threads survive them.
 //!
-//! Engines whose reads block a thread may accept read-ahead *advice*
-//! ([`IoEngine::advise`]); engines with truly asynchronous reads need none.
-//! Files say whether the kernel reads ahead for them
+//! What the engine tells the stream about a file is asked once, when the
+//! stream is built ([`IoEngine::hints`], an [`EngineHints`]): whether
+//! read-ahead advice helps, how many cached reads to keep in flight, whether
+//! the engine can do queued reads in [`help`](IoEngine::help). Files say
+//! whether the kernel reads ahead for them
 //! ([`EngineFile::kernel_readahead`]); where it does not (O_DIRECT, network
-//! storage), the planner keeps reads in flight itself for sequential runs too.
+//! storage), the planner keeps reads in flight itself for sequential runs
+//! too.
+//!
+//! # Contract for wrappers
+//!
+//! A wrapper (an engine that passes reads on to another: latency, limits,
+//! faults, [`Segmented`](crate::segmented::Segmented)) **must implement
+//! every method** and forward what it does not change: a wrapper that
+//! inherits a default silently changes what the wrapped engine does (no
+//! advice, no help, different hints), so tests wrapped around an engine
+//! would test a path users never run. Put
+//! `#[deny(clippy::missing_trait_methods)]` on the wrapper's impl so a new
+//! method cannot be missed. A wrapper may:
+//!
+//! - delay, reorder or limit reads, as long as each one still completes on
+//!   its own;
+//! - watch a read end with [`ReadRequest::on_finish`];
+//! - change where a read lands ([`ReadRequest::rebase`]) when it stores one
+//!   file as several;
+//! - change the hints it forwards, when what it adds changes them (a
+//!   wrapper adding latency may say the kernel no longer reads ahead).
+//!
+//! Test wrappers may also rewrite the result an engine reports
+//! ([`ReadRequest::add_filter`], with the `testing` feature). None of this
+//! costs a request anything when unused: the hooks and filters live in one
+//! optional box.
 
 use crate::error::ReadError;
 use crate::stream::StreamShared;
@@ -234,11 +285,96 @@ impl BlockCount {
     }
 }
 
+/// What an engine tells a stream about reading one file, asked once when
+/// the stream is built ([`IoEngine::hints`]).
+///
+/// The default suits an engine whose reads are truly asynchronous: no
+/// advice, one full-sized read ahead when reads are cached, no help.
+///
+/// ```
+/// use pagestream::engine::{CachedReads, EngineHints};
+/// let h = EngineHints::new().with_advice(true).with_cached_reads(CachedReads::InFlight(4));
+/// assert!(h.advice && !h.help);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct EngineHints {
+    /// Read-ahead advice ([`IoEngine::advise`]) helps: true only for engines
+    /// whose reads block a thread, on buffered files.
+    pub advice: bool,
+    /// How many full-sized reads a stream keeps in flight while the engine
+    /// serves its reads from the OS page cache.
+    pub cached_reads: CachedReads,
+    /// The engine may queue reads that [`IoEngine::help`] can do on the
+    /// polling thread; the stream calls `help` only if this is set.
+    pub help: bool,
+}
+
+impl EngineHints {
+    /// The default: no advice, [`CachedReads::One`], no help.
+    pub const fn new() -> Self {
+        EngineHints {
+            advice: false,
+            cached_reads: CachedReads::One,
+            help: false,
+        }
+    }
+
+    /// Sets [`advice`](Self::advice).
+    #[must_use]
+    pub const fn with_advice(mut self, on: bool) -> Self {
+        self.advice = on;
+        self
+    }
+
+    /// Sets [`cached_reads`](Self::cached_reads).
+    #[must_use]
+    pub const fn with_cached_reads(mut self, reads: CachedReads) -> Self {
+        self.cached_reads = reads;
+        self
+    }
+
+    /// Sets [`help`](Self::help).
+    #[must_use]
+    pub const fn with_help(mut self, on: bool) -> Self {
+        self.help = on;
+        self
+    }
+}
+
+/// How many full-sized reads a stream keeps in flight while its reads are
+/// served from the OS page cache ([`EngineHints::cached_reads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CachedReads {
+    /// One read ahead of the consumer (the default): a read served from
+    /// the page cache is only a copy, so more in flight buys nothing (see
+    /// [`design`](crate::design)).
+    #[default]
+    One,
+    /// This many: for an engine that copies cached reads on another thread
+    /// in parallel with the consumer (and lets the consumer do queued ones
+    /// itself, see [`IoEngine::help`]), so that thread always has one to
+    /// take. The stream clamps it to `1..=`[`MAX_IOS`](crate::MAX_IOS).
+    InFlight(usize),
+}
+
+impl CachedReads {
+    /// The number of reads, clamped to `1..=`[`MAX_IOS`](crate::MAX_IOS).
+    pub fn reads(self) -> usize {
+        match self {
+            CachedReads::One => 1,
+            CachedReads::InFlight(n) => n.clamp(1, crate::MAX_IOS),
+        }
+    }
+}
+
 /// The binding to one runtime's I/O.
 ///
 /// Implementations must complete every request they accept, by calling
 /// [`ReadRequest::complete`] (and issuing any remainder it returns) or by
-/// dropping it. See the [module docs](self) for the full contract.
+/// dropping it. See the [module docs](self) for the contract, for
+/// implementors and for wrappers (which must implement every method).
 pub trait IoEngine {
     /// The engine's handle on an open file.
     type File: EngineFile;
@@ -247,32 +383,21 @@ pub trait IoEngine {
     /// into `req`'s buffers. Must not block on the device.
     fn start_read(&self, file: &Self::File, req: ReadRequest);
 
-    /// Whether advice helps this engine on this file: true only for engines
-    /// whose reads block a thread, on buffered files.
-    fn advice_useful(&self, file: &Self::File) -> bool {
+    /// What the stream should know about reading `file`, asked once when a
+    /// stream is built. Default: [`EngineHints::new`].
+    fn hints(&self, file: &Self::File) -> EngineHints {
         let _ = file;
-        false
+        EngineHints::new()
     }
 
-    /// Advice: the `len` bytes at `offset` will be read soon (whole blocks).
-    /// Default: no-op.
-    fn advise(&self, file: &Self::File, offset: u64, len: u64) {
+    /// Advice: the `len` bytes at `offset` will be read soon (whole
+    /// blocks). The stream advises a read right before starting it, and
+    /// only if [`EngineHints::advice`] is set. Returns whether the advice
+    /// was taken: the read then starts with
+    /// [`ReadRequest::is_advised`] set. Default: not taken.
+    fn advise(&self, file: &Self::File, offset: u64, len: u64) -> bool {
         let _ = (file, offset, len);
-    }
-
-    /// Full-sized reads a stream should keep in flight on `file` while the
-    /// engine serves its reads from the OS page cache (default 1).
-    ///
-    /// A read served from the page cache is only a copy, so by default the
-    /// planner keeps one full-sized read ahead of the consumer (see
-    /// [`design`](crate::design)). An engine that copies cached reads on
-    /// another thread in parallel with the consumer (and lets the consumer
-    /// do queued ones itself, see [`help`](Self::help)) says how many it
-    /// wants queued so that thread always has one to take. The stream
-    /// clamps the answer to `1..=`[`MAX_IOS`](crate::MAX_IOS).
-    fn cached_read_depth(&self, file: &Self::File) -> usize {
-        let _ = file;
-        1
+        false
     }
 
     /// The stream polling on this thread is about to wait for one of its
@@ -281,9 +406,10 @@ pub trait IoEngine {
     /// for a thread that has not started yet. Only reads on `file` (the
     /// stream's own, or other streams' reads of the same file it may be
     /// waiting for) may be done here, never other files': their hooks and
-    /// filters would run inside this stream's poll. Returns whether it did any
-    /// work (the stream then looks at its reads again before it waits).
-    /// Must not block on the device. Default: does nothing.
+    /// filters would run inside this stream's poll. Returns whether it did
+    /// any work (the stream then looks at its reads again before it waits).
+    /// Called only if [`EngineHints::help`] is set. Must not block on the
+    /// device. Default: does nothing.
     fn help(&self, file: &Self::File) -> bool {
         let _ = file;
         false
@@ -309,12 +435,23 @@ pub enum ReadOutcome {
 /// Transforms the result an engine reports before the request acts on it.
 /// Test wrappers use it to inject faults (an error, a short read); it is
 /// carried over to a short read's remainder.
+#[cfg(any(feature = "testing", test))]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub trait ReadFilter: Send + Sync {
     /// Returns the result the request should act on.
     fn filter(&self, req: &ReadRequest, result: io::Result<usize>) -> io::Result<usize>;
 }
 
 type FinishHook = Box<dyn FnOnce(ReadOutcome) + Send>;
+
+/// What wrappers attach to a request: boxed, so a request nobody
+/// instruments carries one null pointer, not two empty `Vec`s.
+#[derive(Default)]
+struct Extras {
+    #[cfg(any(feature = "testing", test))]
+    filters: Vec<std::sync::Arc<dyn ReadFilter>>,
+    hooks: Vec<FinishHook>,
+}
 
 /// One read in flight: a run of consecutive blocks, ascending, and exclusive
 /// ownership of the frames they are read into. See the [module docs](self).
@@ -334,13 +471,16 @@ pub struct ReadRequest {
     descending: bool,
     /// Set by the engine: no device wait happened (page-cache hit).
     cached: bool,
+    /// The stream advised this read's range right before starting it, and
+    /// the engine took the advice.
+    advised: bool,
     /// Whether this request has been finished (so `Drop` does nothing).
     finished: bool,
     /// Bytes of the logical file before the piece this request reads from
     /// (see [`ReadRequest::rebase`]); `offset()` is relative to it.
     origin: u64,
-    filters: Vec<std::sync::Arc<dyn ReadFilter>>,
-    hooks: Vec<FinishHook>,
+    /// Filters and finish hooks, if a wrapper attached any.
+    extras: Option<Box<Extras>>,
 }
 
 impl fmt::Debug for ReadRequest {
@@ -351,6 +491,7 @@ impl fmt::Debug for ReadRequest {
             .field("offset", &self.offset())
             .field("len_bytes", &self.len_bytes())
             .field("descending", &self.descending)
+            .field("advised", &self.advised)
             .finish()
     }
 }
@@ -372,10 +513,10 @@ impl ReadRequest {
             skip: 0,
             descending,
             cached: false,
+            advised: false,
             finished: false,
             origin: 0,
-            filters: Vec::new(),
-            hooks: Vec::new(),
+            extras: None,
         }
     }
 
@@ -498,15 +639,60 @@ impl ReadRequest {
         self.cached = cached;
     }
 
-    /// Adds a result filter (fault injection), kept across remainders.
-    pub fn add_filter(&mut self, filter: std::sync::Arc<dyn ReadFilter>) {
-        self.filters.push(filter);
+    /// Whether the stream advised this read's range right before starting
+    /// it and the engine took the advice ([`IoEngine::advise`] returned
+    /// `true`): the kernel has then already been asked to read it. Kept
+    /// across remainders.
+    pub fn is_advised(&self) -> bool {
+        self.advised
     }
 
-    /// Runs `hook` once when this read (with its remainders) ends. Used by
-    /// wrappers that count reads in flight.
+    /// Marks the read as advised (see [`is_advised`](Self::is_advised)):
+    /// for a wrapper that gives the inner engine advice of its own before
+    /// passing the read on.
+    pub fn set_advised(&mut self, advised: bool) {
+        self.advised = advised;
+    }
+
+    /// Adds a result filter (fault injection), kept across remainders.
+    #[cfg(any(feature = "testing", test))]
+    #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+    pub fn add_filter(&mut self, filter: std::sync::Arc<dyn ReadFilter>) {
+        self.extras
+            .get_or_insert_with(Box::default)
+            .filters
+            .push(filter);
+    }
+
+    /// Runs `hook` once when this read (with its remainders) ends, however
+    /// it ends. For wrappers that track reads in flight.
     pub fn on_finish(&mut self, hook: impl FnOnce(ReadOutcome) + Send + 'static) {
-        self.hooks.push(Box::new(hook));
+        self.extras
+            .get_or_insert_with(Box::default)
+            .hooks
+            .push(Box::new(hook));
+    }
+
+    /// Runs the filters a wrapper attached, if any.
+    #[cfg(any(feature = "testing", test))]
+    fn filtered(&mut self, mut result: io::Result<usize>) -> io::Result<usize> {
+        if let Some(extras) = self.extras.as_mut() {
+            if !extras.filters.is_empty() {
+                let filters = std::mem::take(&mut extras.filters);
+                for f in &filters {
+                    result = f.filter(self, result);
+                }
+                if let Some(extras) = self.extras.as_mut() {
+                    extras.filters = filters;
+                }
+            }
+        }
+        result
+    }
+
+    #[cfg(not(any(feature = "testing", test)))]
+    fn filtered(&mut self, result: io::Result<usize>) -> io::Result<usize> {
+        result
     }
 
     /// Reports the engine's result. `Ok(n)` with `n < len_bytes()` is a short
@@ -520,12 +706,7 @@ impl ReadRequest {
     /// returned.
     #[must_use = "a short read's remainder must be issued"]
     pub fn complete(mut self, result: io::Result<usize>) -> Option<ReadRequest> {
-        let filters = std::mem::take(&mut self.filters);
-        let mut result = result;
-        for f in &filters {
-            result = f.filter(&self, result);
-        }
-        self.filters = filters;
+        let result = self.filtered(result);
         match result {
             Ok(0) if self.len_bytes() > 0 && !self.at_short_end() => {
                 let block = self.first_block();
@@ -610,13 +791,17 @@ impl ReadRequest {
         // cleanup), where a second panic leaving `Drop` would abort the
         // process: the hook's panic is then dropped, and the first one goes
         // on.
-        let hooks = std::mem::take(&mut self.hooks);
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            for h in hooks {
-                h(outcome);
-            }
-        }))
-        .err();
+        let hooks = self.extras.take().map(|e| e.hooks).unwrap_or_default();
+        let panicked = if hooks.is_empty() {
+            None
+        } else {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                for h in hooks {
+                    h(outcome);
+                }
+            }))
+            .err()
+        };
         // The frame list goes back to the stream for its next read (one
         // allocation per read saved); this request is done with it.
         let frames = std::mem::take(&mut self.frames);

@@ -110,13 +110,17 @@ pub mod testing;
 /// A block's number within its file, from 0.
 pub type BlockNumber = u64;
 
-pub use engine::{BlockCount, EngineFile, FileId, IoEngine, ReadFilter, ReadOutcome, ReadRequest};
+#[cfg(any(feature = "testing", test))]
+pub use engine::ReadFilter;
+pub use engine::{
+    BlockCount, CachedReads, EngineFile, EngineHints, FileId, IoEngine, ReadOutcome, ReadRequest,
+};
 pub use error::{BuildError, ReadError};
 pub use guard::PageGuard;
 pub use plan::AdvicePolicy;
 pub use pool::{BufferPool, PoolBuilder, RingSize};
 pub use source::BlockSource;
-pub use stats::{Limit, PoolStats, StreamStats};
+pub use stats::{EngineCounters, Limit, PoolStats, StreamStats};
 pub use stream::{ReadStream, StreamBuilder, YieldBudget, MAX_IOS, MAX_IO_COMBINE_LIMIT};
 
 #[doc = include_str!("../../docs/design.md")]

@@ -1,5 +1,6 @@
 //! What engines over files on a Unix system share when they open one: which
-//! files a stream can read, their identity in the pool and their length.
+//! files a stream can read, their identity in the pool and their length,
+//! the alignment `O_DIRECT` needs, and `posix_fadvise`.
 //!
 //! A stream reads blocks at offsets of one file of known length, so only a
 //! regular file or a block device will do. Anything else — a directory, a
@@ -20,6 +21,8 @@
 use crate::FileId;
 use std::fs::{File, Metadata};
 use std::io::{self, Seek, SeekFrom};
+#[cfg(target_os = "linux")]
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -101,6 +104,66 @@ pub fn file_len(file: &File) -> io::Result<u64> {
     }
 }
 
+/// The alignments `O_DIRECT` reads of a file need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectAlignment {
+    /// File offsets and lengths must be multiples of this many bytes.
+    pub offset: usize,
+    /// Buffers must start at addresses that are multiples of this.
+    pub memory: usize,
+}
+
+/// The `O_DIRECT` alignments the kernel reports for `file`
+/// (`statx(STATX_DIOALIGN)`), or `None` when it reports none (kernels
+/// before 6.1, some file systems): callers then fall back on the file
+/// system's block size (`st_blksize`).
+#[cfg(target_os = "linux")]
+pub fn direct_alignment(file: &File) -> Option<DirectAlignment> {
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: the path is a valid NUL-terminated empty string, which with
+    // AT_EMPTY_PATH means the descriptor itself (open for as long as
+    // `file` is borrowed); `stx` points to writable memory for one
+    // `struct statx`, which is all the kernel writes.
+    let r = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            stx.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: zero-initialised, then partly filled by the kernel; every field
+    // of `struct statx` is a plain integer, valid for any bit pattern.
+    let stx = unsafe { stx.assume_init() };
+    (stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0).then_some(
+        DirectAlignment {
+            offset: stx.stx_dio_offset_align as usize,
+            memory: stx.stx_dio_mem_align.max(1) as usize,
+        },
+    )
+}
+
+/// `posix_fadvise(fd, offset, len, advice)`; `len` 0 means to the end of
+/// the file (so `0, 0` is the whole file). Values past `off_t` are taken
+/// as its largest.
+#[cfg(target_os = "linux")]
+pub fn fadvise(fd: RawFd, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
+    let off = libc::off_t::try_from(offset).unwrap_or(libc::off_t::MAX);
+    let len = libc::off_t::try_from(len).unwrap_or(libc::off_t::MAX);
+    // SAFETY: posix_fadvise takes no pointers; any descriptor, range and
+    // advice value is allowed (a bad one is reported as an error number).
+    let r = unsafe { libc::posix_fadvise(fd, off, len, advice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -159,5 +222,14 @@ mod tests {
             return;
         }
         eprintln!("no block device to open: skipped");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn fadvise_reports_the_kernels_error() {
+        let e = fadvise(-1, 0, 0, libc::POSIX_FADV_WILLNEED).expect_err("a bad descriptor");
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+        let f = File::open("/proc/self/exe").expect("open our executable");
+        fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED).expect("advice on a file");
     }
 }

@@ -42,7 +42,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::engine::{EngineFile, FileId, IoEngine, ReadRequest};
+use crate::engine::{EngineFile, EngineHints, FileId, IoEngine, ReadRequest};
 use std::io;
 use std::path::{Path, PathBuf};
 // Plain std types (not `crate::sync`): nothing here is modelled by loom.
@@ -198,6 +198,7 @@ impl<F: EngineFile> EngineFile for SegmentedFile<F> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E: IoEngine> IoEngine for Segmented<E> {
     type File = SegmentedFile<E::File>;
 
@@ -225,12 +226,9 @@ impl<E: IoEngine> IoEngine for Segmented<E> {
         }
     }
 
-    fn advice_useful(&self, file: &Self::File) -> bool {
-        self.inner.advice_useful(&file.segments[0])
-    }
-
-    fn cached_read_depth(&self, file: &Self::File) -> usize {
-        self.inner.cached_read_depth(&file.segments[0])
+    /// The first piece's: every piece is a file of the same kind.
+    fn hints(&self, file: &Self::File) -> EngineHints {
+        self.inner.hints(&file.segments[0])
     }
 
     fn help(&self, file: &Self::File) -> bool {
@@ -255,16 +253,19 @@ impl<E: IoEngine> IoEngine for Segmented<E> {
         }
     }
 
-    fn advise(&self, file: &Self::File, mut offset: u64, mut len: u64) {
+    /// Advises each piece the range covers; taken if every piece took it.
+    fn advise(&self, file: &Self::File, mut offset: u64, mut len: u64) -> bool {
+        let mut taken = true;
         while len > 0 {
             let Some((seg, origin, _)) = file.locate(offset) else {
-                return;
+                return false;
             };
             let here = len.min(origin + file.segment_bytes - offset);
-            self.inner.advise(seg, offset - origin, here);
+            taken &= self.inner.advise(seg, offset - origin, here);
             offset += here;
             len -= here;
         }
+        taken
     }
 
     fn name(&self) -> &'static str {

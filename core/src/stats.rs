@@ -277,3 +277,51 @@ impl fmt::Display for PoolStats {
         )
     }
 }
+
+/// An engine's counters as `(name, value)` pairs, in one shape for every
+/// engine: each engine's own stats type (with its fields, for code that
+/// knows the engine) converts into this, for reports that do not. Each
+/// engine names its own counters (`reads`, `bytes`, `nowait_full`, …);
+/// durations are in nanoseconds, under names ending in `_nanos`.
+///
+/// ```
+/// use pagestream::EngineCounters;
+/// let before = EngineCounters(vec![("reads", 3)]);
+/// let now = EngineCounters(vec![("reads", 10), ("bytes", 4096)]);
+/// let d = now.since(&before);
+/// assert_eq!((d.get("reads"), d.get("bytes")), (Some(7), Some(4096)));
+/// assert_eq!(d.to_string(), "reads=7 bytes=4096");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineCounters(pub Vec<(&'static str, u64)>);
+
+impl EngineCounters {
+    /// What happened between `before` and `self` (counter by counter;
+    /// counters missing from `before` count from 0).
+    pub fn since(&self, before: &EngineCounters) -> EngineCounters {
+        EngineCounters(
+            self.0
+                .iter()
+                .map(|&(name, v)| (name, v.wrapping_sub(before.get(name).unwrap_or(0))))
+                .collect(),
+        )
+    }
+
+    /// The counter `name`, if the engine has one.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.0.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    }
+}
+
+/// `name=value` pairs separated by spaces.
+impl fmt::Display for EngineCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{name}={v}")?;
+        }
+        Ok(())
+    }
+}

@@ -389,17 +389,18 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             Some(bytes) => bytes / pool.block_size as u64,
         };
         let budget = (self.max_ios + 1) * self.combine;
+        let hints = self.engine.hints(&self.file);
         let cfg = PlanConfig {
             max_ios: self.max_ios.max(1),
             combine: self.combine,
             budget,
             advice: self.advice,
-            advice_possible: self.max_ios > 0 && self.engine.advice_useful(&self.file),
+            advice_possible: self.max_ios > 0 && hints.advice,
             kernel_readahead: self.file.kernel_readahead(),
             backward_combining: self.backward_combining,
             fast_path: self.fast_path,
             full: self.full,
-            cached_depth: self.engine.cached_read_depth(&self.file).max(1),
+            cached_depth: hints.cached_reads.reads(),
             segment_blocks,
         };
         // This stream's claim on the pool: its whole pin budget (at most the
@@ -428,6 +429,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             }),
             engine: self.engine,
             file: self.file,
+            helps: hints.help,
             source,
             ring,
             claim: demand,
@@ -475,6 +477,9 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     shared: Arc<StreamShared>,
     engine: E,
     file: E::File,
+    /// The engine may do queued reads on this thread
+    /// ([`EngineHints::help`](crate::EngineHints::help)).
+    helps: bool,
     /// This stream's cached view of the file's block table.
     file_view: FileView,
     file_len: u64,
@@ -592,10 +597,10 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         // The request owns the frames (in IO) before engine code runs: if
         // `advise` or `start_read` panics, dropping it ends the read as
         // cancelled, so no frame is left in IO with no read to end it.
-        let req = ReadRequest::new(Arc::clone(self.shared), slot, first, frames, descending);
+        let mut req = ReadRequest::new(Arc::clone(self.shared), slot, first, frames, descending);
         if advise {
             let bs = self.shared.pool.block_size as u64;
-            self.engine.advise(self.file, first * bs, n * bs);
+            req.set_advised(self.engine.advise(self.file, first * bs, n * bs));
         }
         self.engine.start_read(self.file, req);
     }
@@ -694,7 +699,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
         futures::future::poll_fn(|cx| {
             self.drain_done();
             // Reads the engine has queued but not started are done here.
-            while self.planner.ios_in_progress() > 0 && self.engine.help(&self.file) {
+            while self.planner.ios_in_progress() > 0 && self.helps && self.engine.help(&self.file) {
                 self.drain_done();
             }
             if self.planner.ios_in_progress() == 0 {
@@ -802,7 +807,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                 Head::WaitRead => {
                     // Before waiting, do a read the engine has queued (ours,
                     // most likely) on this thread.
-                    if this.engine.help(&this.file) {
+                    if this.helps && this.engine.help(&this.file) {
                         continue;
                     }
                     this.shared.waker.register(cx.waker());
@@ -812,7 +817,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                 }
                 Head::WaitFrame(f) => {
                     // The read may be queued in the engine, not started.
-                    if this.engine.help(&this.file) {
+                    if this.helps && this.engine.help(&this.file) {
                         continue;
                     }
                     if !this.shared.pool.wait_io(f, cx.waker()) {

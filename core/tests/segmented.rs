@@ -250,6 +250,9 @@ impl IoEngine for HelpOnly {
     fn start_read(&self, file: &MemFile, req: ReadRequest) {
         self.queued.lock().unwrap().push((file.clone(), req));
     }
+    fn hints(&self, _file: &MemFile) -> pagestream::EngineHints {
+        pagestream::EngineHints::new().with_help(true)
+    }
     fn help(&self, file: &MemFile) -> bool {
         self.helped.lock().unwrap().push(file.id());
         let job = {

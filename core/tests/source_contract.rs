@@ -329,14 +329,15 @@ impl IoEngine for PanicOnce {
         }
         self.inner.start_read(file, req);
     }
-    fn advice_useful(&self, _file: &MemFile) -> bool {
-        true
+    fn hints(&self, _file: &MemFile) -> pagestream::EngineHints {
+        pagestream::EngineHints::new().with_advice(true)
     }
-    fn advise(&self, _file: &MemFile, _offset: u64, _len: u64) {
+    fn advise(&self, _file: &MemFile, _offset: u64, _len: u64) -> bool {
         assert!(
             !(self.in_advise && self.armed.swap(false, Ordering::Relaxed)),
             "the engine panics in advise"
         );
+        true
     }
     fn name(&self) -> &'static str {
         "panic-once"
@@ -564,6 +565,7 @@ impl<E: IoEngine> HoldFirst<E> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E: IoEngine<File = MemFile>> IoEngine for HoldFirst<E> {
     type File = MemFile;
     fn start_read(&self, file: &MemFile, req: ReadRequest) {
@@ -575,6 +577,15 @@ impl<E: IoEngine<File = MemFile>> IoEngine for HoldFirst<E> {
         }
         drop(first);
         self.inner.start_read(file, req);
+    }
+    fn hints(&self, file: &MemFile) -> pagestream::EngineHints {
+        self.inner.hints(file)
+    }
+    fn advise(&self, file: &MemFile, offset: u64, len: u64) -> bool {
+        self.inner.advise(file, offset, len)
+    }
+    fn help(&self, file: &MemFile) -> bool {
+        self.inner.help(file)
     }
     fn name(&self) -> &'static str {
         "hold-first"

@@ -29,6 +29,9 @@ impl IoEngine for CompletesElsewhereOnHelp {
     fn start_read(&self, file: &MemFile, req: ReadRequest) {
         self.held.lock().unwrap().push((file.clone(), req));
     }
+    fn hints(&self, _file: &MemFile) -> pagestream::EngineHints {
+        pagestream::EngineHints::new().with_help(true)
+    }
     fn help(&self, _file: &MemFile) -> bool {
         let next = self.held.lock().unwrap().pop();
         if let Some((file, req)) = next {

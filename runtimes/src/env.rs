@@ -26,7 +26,12 @@ impl ThreadPoolEnv {
             .threads(options.threads.max(1))
             .nowait(options.nowait);
         if let Some(d) = options.cached_depth {
-            b = b.cached_depth(d);
+            // The command line's 0 or 1: no helper.
+            b = b.cached_reads(if d < 2 {
+                pagestream::CachedReads::One
+            } else {
+                pagestream::CachedReads::InFlight(d)
+            });
         }
         ThreadPoolEnv { engine: b.build() }
     }
@@ -63,24 +68,7 @@ impl Env for ThreadPoolEnv {
     }
 
     fn engine_counters(&self) -> EngineCounters {
-        let s = self.engine.stats();
-        EngineCounters(vec![
-            ("nowait_full", s.nowait_full),
-            ("nowait_partial", s.nowait_partial),
-            ("nowait_would_block", s.nowait_would_block),
-            ("nowait_nanos", s.nowait_nanos),
-            ("queued", s.queued),
-            ("queued_primed", s.queued_primed),
-            ("thread_preads", s.thread_preads),
-            ("inline_blocking_reads", s.inline_blocking_reads),
-            ("cached_queued", s.cached_queued),
-            ("helper_reads", s.helper_reads),
-            ("helped_reads", s.helped_reads),
-            ("helper_sleeps", s.helper_sleeps),
-            ("aio_reads", s.aio_reads),
-            ("aio_fallbacks", s.aio_fallbacks),
-            ("threads_started", s.threads_started),
-        ])
+        self.engine.stats().counters()
     }
 }
 
@@ -125,13 +113,7 @@ impl Env for TokioUringEnv {
     }
 
     fn engine_counters(&self) -> EngineCounters {
-        let s = self.engine.stats();
-        EngineCounters(vec![
-            ("reads", s.reads),
-            ("vectored", s.vectored),
-            ("bounced", s.bounced),
-            ("bytes", s.bytes),
-        ])
+        self.engine.stats().counters()
     }
 }
 
@@ -184,16 +166,7 @@ impl Env for UringEnv {
     }
 
     fn engine_counters(&self) -> EngineCounters {
-        let s = self.engine.stats();
-        EngineCounters(vec![
-            ("reads", s.reads),
-            ("vectored", s.vectored),
-            ("bounced", s.bounced),
-            ("bytes", s.bytes),
-            ("submit_calls", s.submit_calls),
-            ("waits", s.waits),
-            ("remote_wakes", s.remote_wakes),
-        ])
+        self.engine.stats().counters()
     }
 }
 
@@ -326,12 +299,6 @@ impl Env for GlommioEnv {
     }
 
     fn engine_counters(&self) -> EngineCounters {
-        let s = self.engine.stats();
-        EngineCounters(vec![
-            ("reads", s.reads),
-            ("bytes_read", s.bytes_read),
-            ("bytes_copied", s.bytes_copied),
-            ("copy_nanos", s.copy_time.as_nanos() as u64),
-        ])
+        self.engine.stats().counters()
     }
 }

@@ -126,7 +126,7 @@ pub struct Options {
     pub nowait: bool,
     /// Thread pool: cached reads in flight per stream with the cached-read
     /// helper thread (`None`: the engine's default; see
-    /// [`pagestream_threadpool::ThreadPoolBuilder::cached_depth`]).
+    /// [`pagestream_threadpool::ThreadPoolBuilder::cached_reads`]; 0 or 1: no helper).
     pub cached_depth: Option<usize>,
 }
 
@@ -161,36 +161,8 @@ impl Options {
     }
 }
 
-/// An engine's counters as `(name, value)` pairs, for reports: each engine
-/// names its own (`reads`, `bytes`, `nowait_full`, …). Durations are in
-/// nanoseconds, under names ending in `_nanos`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EngineCounters(pub Vec<(&'static str, u64)>);
-
-impl EngineCounters {
-    /// What happened between `before` and `self` (counter by counter;
-    /// counters missing from `before` count from 0).
-    pub fn since(&self, before: &EngineCounters) -> EngineCounters {
-        EngineCounters(
-            self.0
-                .iter()
-                .map(|&(name, v)| {
-                    let b = before
-                        .0
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map_or(0, |&(_, b)| b);
-                    (name, v.wrapping_sub(b))
-                })
-                .collect(),
-        )
-    }
-
-    /// The counter `name`, if the engine has one.
-    pub fn get(&self, name: &str) -> Option<u64> {
-        self.0.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
-    }
-}
+/// An engine's counters by name: see [`pagestream::EngineCounters`].
+pub use pagestream::EngineCounters;
 
 /// What a workload gets from the runtime it runs on: the engine, and a way
 /// to open files for it. Implemented by [`ThreadPoolEnv`],

@@ -85,6 +85,20 @@ pub struct EngineStats {
 }
 
 impl EngineStats {
+    /// The counters by name, in the shape every engine shares (the copy
+    /// time as `copy_nanos`).
+    pub fn counters(&self) -> pagestream::EngineCounters {
+        pagestream::EngineCounters(vec![
+            ("reads", self.reads),
+            ("bytes_read", self.bytes_read),
+            ("bytes_copied", self.bytes_copied),
+            (
+                "copy_nanos",
+                u64::try_from(self.copy_time.as_nanos()).unwrap_or(u64::MAX),
+            ),
+        ])
+    }
+
     /// Copy throughput in GiB/s (`None` before anything was copied).
     pub fn copy_gib_per_s(&self) -> Option<f64> {
         let s = self.copy_time.as_secs_f64();

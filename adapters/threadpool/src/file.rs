@@ -1,6 +1,5 @@
 //! [`ThreadPoolFile`]: an open file, buffered or O_DIRECT.
 
-use crate::sys;
 use pagestream::{EngineFile, FileId};
 use std::fs::File;
 use std::io;
@@ -158,8 +157,8 @@ impl ThreadPoolFile {
         )?;
         let fd = file.as_raw_fd();
         let (align, mem_align) = if opts.direct {
-            match sys::dio_align(fd) {
-                Some((off, mem)) => (off as usize, mem as usize),
+            match pagestream::os::direct_alignment(&file) {
+                Some(a) => (a.offset, a.memory),
                 None => {
                     // No statx answer: the file system block size is safe.
                     let a = (md.blksize() as usize).max(512);
@@ -188,7 +187,7 @@ impl ThreadPoolFile {
                 FileAdvice::Random => Some(libc::POSIX_FADV_RANDOM),
             };
             if let Some(a) = advice {
-                sys::fadvise(fd, 0, 0, a)?;
+                pagestream::os::fadvise(fd, 0, 0, a)?;
             }
         }
         Ok(ThreadPoolFile {

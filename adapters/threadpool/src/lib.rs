@@ -21,7 +21,7 @@
 //!   AIO, those reads go to the I/O threads and
 //!   [`EngineStats::aio_unavailable`] says why. Callers that own the polling thread
 //!   may read inline, blocking, instead of hopping to a thread
-//!   ([`ThreadPoolBuilder::blocking_inline`]: for `max_ios = 0`).
+//!   ([`BlockingReads::CallingThread`]: for `max_ios = 0`).
 //! - [`ThreadPoolFile`]: an open file, buffered or `O_DIRECT`, optionally
 //!   with `POSIX_FADV_RANDOM` (kernel read-ahead off). Buffered files accept
 //!   `POSIX_FADV_WILLNEED` advice from the planner; `O_DIRECT` files never
@@ -47,7 +47,7 @@ mod file;
 mod sys;
 
 pub use engine::{
-    EngineStats, ThreadPoolBuilder, ThreadPoolEngine, DEFAULT_AIO_EVENTS, DEFAULT_CACHED_DEPTH,
-    DEFAULT_THREADS,
+    BlockingReads, EngineStats, ThreadPoolBuilder, ThreadPoolEngine, DEFAULT_AIO_EVENTS,
+    DEFAULT_CACHED_DEPTH, DEFAULT_THREADS,
 };
 pub use file::{FileAdvice, OpenOptions, ThreadPoolFile};

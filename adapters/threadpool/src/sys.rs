@@ -43,32 +43,6 @@ pub(crate) fn preadv2(
     }
 }
 
-/// The O_DIRECT `(file offset, memory)` alignments the kernel reports for
-/// `fd` (`statx(STATX_DIOALIGN)`), or `None` when it reports none.
-pub(crate) fn dio_align(fd: RawFd) -> Option<(u32, u32)> {
-    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: the path is a valid NUL-terminated empty string, used with
-    // AT_EMPTY_PATH to mean `fd` itself; `stx` is valid for writes of one
-    // `struct statx`.
-    let r = unsafe {
-        libc::statx(
-            fd,
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            stx.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
-        return None;
-    }
-    // SAFETY: zero-initialised and then (partly) filled by the kernel; every
-    // field of `struct statx` is a plain integer, valid for any bits.
-    let stx = unsafe { stx.assume_init() };
-    (stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0)
-        .then_some((stx.stx_dio_offset_align, stx.stx_dio_mem_align.max(1)))
-}
-
 /// Moves the calling thread to `SCHED_IDLE`: it then runs only on CPU time
 /// no normal thread wants.
 pub(crate) fn set_idle_priority() -> io::Result<()> {
@@ -111,20 +85,6 @@ pub(crate) fn set_process_affinity() -> io::Result<()> {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
-    }
-}
-
-/// `posix_fadvise(fd, offset, len, advice)`.
-pub(crate) fn fadvise(fd: RawFd, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
-    let off = libc::off_t::try_from(offset).unwrap_or(libc::off_t::MAX);
-    let len = libc::off_t::try_from(len).unwrap_or(libc::off_t::MAX);
-    // SAFETY: posix_fadvise takes no pointers; any fd/offset/len is allowed
-    // (bad ones give an error code).
-    let r = unsafe { libc::posix_fadvise(fd, off, len, advice) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::from_raw_os_error(r))
     }
 }
 

@@ -8,8 +8,10 @@ use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::testing::files::temp_path;
 use pagestream::testing::{stamp, PanicOnFinish, StampedFile};
-use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream, StreamStats};
-use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use pagestream::{source, BufferPool, CachedReads, EngineFile, IoEngine, ReadStream, StreamStats};
+use pagestream_threadpool::{
+    BlockingReads, FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile,
+};
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 
@@ -141,7 +143,7 @@ fn direct_cold_scan_is_correct() {
     let f = stamped("direct", 6, n);
     let engine = ThreadPoolEngine::new();
     let file = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
-    assert!(!engine.advice_useful(&file));
+    assert!(!engine.hints(&file).advice);
     let st = scan_verify(&engine, file, 6, n);
     assert_eq!(
         engine.stats().nowait_full,
@@ -318,8 +320,8 @@ fn file_properties() {
     );
     assert!(!d.kernel_readahead(), "O_DIRECT has no read-ahead");
     let engine = ThreadPoolEngine::new();
-    assert!(engine.advice_useful(&a) && engine.advice_useful(&b));
-    assert!(!engine.advice_useful(&d));
+    assert!(engine.hints(&a).advice && engine.hints(&b).advice);
+    assert!(!engine.hints(&d).advice);
     assert_eq!(engine.name(), "threadpool");
     let other = stamped("props2", 9, 1);
     assert_ne!(ThreadPoolFile::open(other.path()).unwrap().id(), a.id());
@@ -513,7 +515,7 @@ fn advised_reads_are_queued_primed_and_read_correctly() {
         // blocks read by the time it runs, and no read go to a thread.
         let engine = ThreadPoolEngine::builder()
             .nowait(nowait)
-            .cached_depth(0)
+            .cached_reads(CachedReads::One)
             .build();
         let pool = BufferPool::new(1024, BS).unwrap();
         let blocks: Vec<u64> = (0..n).step_by(3).collect();
@@ -582,7 +584,7 @@ fn blocking_inline_reads_on_the_calling_thread() {
     let f = stamped("inline", 16, n);
     for direct in [false, true] {
         let engine = ThreadPoolEngine::builder()
-            .blocking_inline(true)
+            .blocking_reads(BlockingReads::CallingThread)
             .aio(false)
             .build();
         let file = if direct {
@@ -619,9 +621,11 @@ fn warm_reads_are_shared_with_the_cached_read_helper() {
     let n = 2048;
     let f = stamped("warm-helper", 11, n);
     warm_up(f.path());
-    let engine = ThreadPoolEngine::builder().cached_depth(4).build();
+    let engine = ThreadPoolEngine::builder()
+        .cached_reads(CachedReads::InFlight(4))
+        .build();
     let file = ThreadPoolFile::open(f.path()).unwrap();
-    assert_eq!(engine.cached_read_depth(&file), 4);
+    assert_eq!(engine.hints(&file).cached_reads.reads(), 4);
     let st = scan_verify(&engine, file, 11, n);
     // The helper counts a read once it is done, which may be just after
     // the stream has taken its page: wait (boundedly) for the last count.
@@ -653,9 +657,11 @@ fn cached_depth_below_two_reads_every_cached_read_inline() {
     let f = stamped("warm-nohelper", 12, n);
     warm_up(f.path());
     for depth in [0, 1] {
-        let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
+        let engine = ThreadPoolEngine::builder()
+            .cached_reads(CachedReads::InFlight(depth))
+            .build();
         let file = ThreadPoolFile::open(f.path()).unwrap();
-        assert_eq!(engine.cached_read_depth(&file), 1);
+        assert_eq!(engine.hints(&file).cached_reads.reads(), 1);
         let st = scan_verify(&engine, file, 12, n);
         let es = engine.stats();
         assert_eq!(es.cached_queued, 0, "{es:?}");
@@ -671,7 +677,9 @@ fn cold_reads_through_the_cached_read_queue_fall_back_to_threads() {
     let f = stamped("warm-then-cold", 13, n);
     for round in 0..3 {
         warm_up(f.path());
-        let engine = ThreadPoolEngine::builder().cached_depth(6).build();
+        let engine = ThreadPoolEngine::builder()
+            .cached_reads(CachedReads::InFlight(6))
+            .build();
         let pool = BufferPool::new(1024, BS).unwrap();
         let file = ThreadPoolFile::open(f.path()).unwrap();
         let mut s = ReadStream::builder(&pool, engine.clone(), file)
@@ -707,7 +715,9 @@ fn a_queued_read_completes_without_its_stream_being_polled() {
     let n = 256;
     let f = stamped("warm-unpolled", 14, n);
     warm_up(f.path());
-    let engine = ThreadPoolEngine::builder().cached_depth(6).build();
+    let engine = ThreadPoolEngine::builder()
+        .cached_reads(CachedReads::InFlight(6))
+        .build();
     let pool = BufferPool::new(1024, BS).unwrap();
     let file = ThreadPoolFile::open(f.path()).unwrap();
     let id = file.id();
@@ -796,7 +806,7 @@ fn the_helper_has_a_whole_name_and_the_process_affinity() {
     let f = stamped("warm-helper-affinity", 16, n);
     warm_up(f.path());
     let engine = ThreadPoolEngine::builder()
-        .cached_depth(6)
+        .cached_reads(CachedReads::InFlight(6))
         .thread_name("tp-aff")
         .build();
     // The consumer that starts the helper is pinned to one CPU.
@@ -839,9 +849,14 @@ fn a_huge_cached_depth_is_clamped_and_scans() {
     let f = stamped("warm-huge-depth", 15, n);
     warm_up(f.path());
     for depth in [usize::MAX, 1 << 60] {
-        let engine = ThreadPoolEngine::builder().cached_depth(depth).build();
+        let engine = ThreadPoolEngine::builder()
+            .cached_reads(CachedReads::InFlight(depth))
+            .build();
         let file = ThreadPoolFile::open(f.path()).unwrap();
-        assert_eq!(engine.cached_read_depth(&file), pagestream::MAX_IOS);
+        assert_eq!(
+            engine.hints(&file).cached_reads.reads(),
+            pagestream::MAX_IOS
+        );
         let st = scan_verify(&engine, file, 15, n);
         assert_eq!(st.blocks_read, n, "depth {depth}: {st}");
     }

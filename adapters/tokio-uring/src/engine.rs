@@ -88,6 +88,18 @@ pub struct EngineStats {
     pub bytes: u64,
 }
 
+impl EngineStats {
+    /// The counters by name, in the shape every engine shares.
+    pub fn counters(&self) -> pagestream::EngineCounters {
+        pagestream::EngineCounters(vec![
+            ("reads", self.reads),
+            ("vectored", self.vectored),
+            ("bounced", self.bounced),
+            ("bytes", self.bytes),
+        ])
+    }
+}
+
 impl fmt::Debug for TokioUringEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokioUringEngine")

@@ -143,6 +143,21 @@ pub struct EngineStats {
     pub remote_wakes: u64,
 }
 
+impl EngineStats {
+    /// The counters by name, in the shape every engine shares.
+    pub fn counters(&self) -> pagestream::EngineCounters {
+        pagestream::EngineCounters(vec![
+            ("reads", self.reads),
+            ("vectored", self.vectored),
+            ("bounced", self.bounced),
+            ("bytes", self.bytes),
+            ("submit_calls", self.submit_calls),
+            ("waits", self.waits),
+            ("remote_wakes", self.remote_wakes),
+        ])
+    }
+}
+
 /// Reads in flight, keyed by the SQE's `user_data`: a slab (a `Vec` of
 /// slots and a free list), so a key is reused only after its CQE is reaped.
 #[derive(Default)]

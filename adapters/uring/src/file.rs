@@ -1,6 +1,5 @@
 //! [`UringFile`]: an open file, buffered or `O_DIRECT`.
 
-use crate::sys;
 use pagestream::{EngineFile, FileId};
 use std::fmt;
 use std::io;
@@ -117,8 +116,10 @@ impl UringFile {
         let align = match direct {
             None => 1,
             Some(bs) => {
-                let (mem, off) = sys::dio_align(file.as_raw_fd())
-                    .unwrap_or_else(|| (512, (md.blksize() as usize).max(512)));
+                let (mem, off) = pagestream::os::direct_alignment(&file).map_or_else(
+                    || (512, (md.blksize() as usize).max(512)),
+                    |a| (a.memory, a.offset),
+                );
                 // Pool frames are aligned to min(block size, FRAME_ALIGN).
                 let frame_align = bs.min(FRAME_ALIGN);
                 if bs % off != 0 || frame_align % mem != 0 {
@@ -178,7 +179,7 @@ impl UringFile {
         if self.inner.direct {
             return Ok(());
         }
-        sys::fadvise_all(self.inner.fd(), libc::POSIX_FADV_RANDOM).map_err(|e| {
+        pagestream::os::fadvise(self.inner.fd(), 0, 0, libc::POSIX_FADV_RANDOM).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(

@@ -78,7 +78,6 @@ mod driver;
 mod file;
 pub mod op;
 mod runtime;
-mod sys;
 
 pub use driver::EngineStats;
 pub use file::UringFile;

@@ -115,7 +115,7 @@ pub(crate) struct PlanConfig {
     /// Start at distance `min(budget, combine)` (PostgreSQL's READ_STREAM_FULL).
     pub(crate) full: bool,
     /// Full-sized reads to keep in flight while reads are served from the
-    /// OS page cache (the engine's [`crate::IoEngine::cached_read_depth`];
+    /// OS page cache (the engine's [`crate::EngineHints::cached_reads`];
     /// `Planner::new` clamps it to `1..=MAX_IOS`).
     pub(crate) cached_depth: usize,
     /// Blocks per segment of a file stored in pieces (no read crosses a

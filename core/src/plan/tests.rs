@@ -597,7 +597,7 @@ fn distance_ramps_by_doubling() {
     assert_eq!(p.stats.max_distance, 9 * 16, "capped at the pin budget");
 }
 
-/// With an engine that asks for `cached_read_depth` reads in flight, a warm
+/// With an engine that asks for `CachedReads::InFlight` reads, a warm
 /// scan's distance settles at that many full-sized reads (and at one read
 /// with the default depth of 1), and its reads stay full-sized.
 #[test]
@@ -647,7 +647,7 @@ fn warm_scan_keeps_cached_depth_reads_in_flight() {
     }
 }
 
-/// An engine may ask for any `cached_read_depth`: a huge one (which used to
+/// An engine may ask for any `CachedReads::InFlight`: a huge one (which used to
 /// overflow the distance target) is clamped, and a warm scan reads every
 /// block, with the distance held by the pin budget.
 #[test]

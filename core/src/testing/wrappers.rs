@@ -3,7 +3,7 @@
 //! any engine.
 
 use super::{SplitMix, Timer};
-use crate::engine::{IoEngine, ReadFilter, ReadRequest};
+use crate::engine::{EngineHints, IoEngine, ReadFilter, ReadRequest};
 use crate::BlockNumber;
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
@@ -129,6 +129,7 @@ impl<E> Delayed<E> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E> IoEngine for Delayed<E>
 where
     E: IoEngine + Clone + Send + 'static,
@@ -151,6 +152,18 @@ where
             submitted + delay,
             Box::new(move || inner.start_read(&file, req)),
         );
+    }
+
+    fn hints(&self, file: &E::File) -> EngineHints {
+        self.inner.hints(file)
+    }
+
+    fn advise(&self, file: &E::File, offset: u64, len: u64) -> bool {
+        self.inner.advise(file, offset, len)
+    }
+
+    fn help(&self, file: &E::File) -> bool {
+        self.inner.help(file)
     }
 
     fn name(&self) -> &'static str {
@@ -230,6 +243,7 @@ where
     inner.start_read(&file, req);
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E> IoEngine for Capped<E>
 where
     E: IoEngine + Clone + Send + 'static,
@@ -257,12 +271,16 @@ where
         );
     }
 
-    fn advice_useful(&self, file: &E::File) -> bool {
-        self.inner.advice_useful(file)
+    fn hints(&self, file: &E::File) -> EngineHints {
+        self.inner.hints(file)
     }
 
-    fn advise(&self, file: &E::File, offset: u64, len: u64) {
-        self.inner.advise(file, offset, len);
+    fn advise(&self, file: &E::File, offset: u64, len: u64) -> bool {
+        self.inner.advise(file, offset, len)
+    }
+
+    fn help(&self, file: &E::File) -> bool {
+        self.inner.help(file)
     }
 
     fn name(&self) -> &'static str {
@@ -374,6 +392,7 @@ impl<E> Faulty<E> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E: IoEngine> IoEngine for Faulty<E> {
     type File = E::File;
 
@@ -382,12 +401,16 @@ impl<E: IoEngine> IoEngine for Faulty<E> {
         self.inner.start_read(file, req);
     }
 
-    fn advice_useful(&self, file: &E::File) -> bool {
-        self.inner.advice_useful(file)
+    fn hints(&self, file: &E::File) -> EngineHints {
+        self.inner.hints(file)
     }
 
-    fn advise(&self, file: &E::File, offset: u64, len: u64) {
-        self.inner.advise(file, offset, len);
+    fn advise(&self, file: &E::File, offset: u64, len: u64) -> bool {
+        self.inner.advise(file, offset, len)
+    }
+
+    fn help(&self, file: &E::File) -> bool {
+        self.inner.help(file)
     }
 
     fn name(&self) -> &'static str {
@@ -432,6 +455,7 @@ impl<E> PanicOnFinish<E> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E: IoEngine> IoEngine for PanicOnFinish<E> {
     type File = E::File;
 
@@ -442,16 +466,12 @@ impl<E: IoEngine> IoEngine for PanicOnFinish<E> {
         self.inner.start_read(file, req);
     }
 
-    fn advice_useful(&self, file: &E::File) -> bool {
-        self.inner.advice_useful(file)
+    fn hints(&self, file: &E::File) -> EngineHints {
+        self.inner.hints(file)
     }
 
-    fn advise(&self, file: &E::File, offset: u64, len: u64) {
-        self.inner.advise(file, offset, len);
-    }
-
-    fn cached_read_depth(&self, file: &E::File) -> usize {
-        self.inner.cached_read_depth(file)
+    fn advise(&self, file: &E::File, offset: u64, len: u64) -> bool {
+        self.inner.advise(file, offset, len)
     }
 
     fn help(&self, file: &E::File) -> bool {
@@ -528,6 +548,7 @@ impl<E: IoEngine> Stall<E> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E> IoEngine for Stall<E>
 where
     E: IoEngine,
@@ -547,6 +568,18 @@ where
         } else {
             self.inner.start_read(file, req);
         }
+    }
+
+    fn hints(&self, file: &E::File) -> EngineHints {
+        self.inner.hints(file)
+    }
+
+    fn advise(&self, file: &E::File, offset: u64, len: u64) -> bool {
+        self.inner.advise(file, offset, len)
+    }
+
+    fn help(&self, file: &E::File) -> bool {
+        self.inner.help(file)
     }
 
     fn name(&self) -> &'static str {

@@ -462,6 +462,7 @@ impl<E> Counted<E> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<E: IoEngine> IoEngine for Counted<E> {
     type File = E::File;
 
@@ -474,8 +475,12 @@ impl<E: IoEngine> IoEngine for Counted<E> {
         self.inner.start_read(file, req);
     }
 
-    fn cached_read_depth(&self, file: &E::File) -> usize {
-        self.inner.cached_read_depth(file)
+    fn hints(&self, file: &E::File) -> pagestream::EngineHints {
+        self.inner.hints(file)
+    }
+
+    fn advise(&self, file: &E::File, offset: u64, len: u64) -> bool {
+        self.inner.advise(file, offset, len)
     }
 
     fn help(&self, file: &E::File) -> bool {

@@ -67,11 +67,24 @@ impl<T> Drop for Local<T> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl IoEngine for Local<GlommioEngine> {
     type File = Local<GlommioFile>;
 
     fn start_read(&self, file: &Local<GlommioFile>, req: ReadRequest) {
         self.get().start_read(file.get(), req);
+    }
+
+    fn hints(&self, file: &Local<GlommioFile>) -> pagestream::EngineHints {
+        self.get().hints(file.get())
+    }
+
+    fn advise(&self, file: &Local<GlommioFile>, offset: u64, len: u64) -> bool {
+        self.get().advise(file.get(), offset, len)
+    }
+
+    fn help(&self, file: &Local<GlommioFile>) -> bool {
+        self.get().help(file.get())
     }
 
     fn name(&self) -> &'static str {
