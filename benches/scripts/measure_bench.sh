@@ -4,7 +4,7 @@
 # (the lock every measurement script on this machine takes) and, holding it,
 # first waits (up to 300 s) until no other process uses more than 5% CPU,
 # the CPUs are at least 90% idle over a second and the disks moved less
-# than 1 MiB in 2 s (as examples/scripts/measure_backscan.sh), logging the
+# than 1 MiB in 2 s (as benches/scripts/measure_backscan.sh), logging the
 # busiest processes before and after. Logs go to target/measure/bench-*.txt.
 #
 # Usage: benches/scripts/measure_bench.sh [STEP...]     (from anywhere)
@@ -19,7 +19,7 @@ set -u
 cd "$(dirname "$0")/../.."
 lock=/tmp/pagestream-measure.lock
 out=target/measure
-. examples/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
+. benches/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
 if [ "${1:-}" = "--step" ]; then # under the lock: wait for quiet, run, log
   name=$2; shift 2
   log=$out/bench-$name.txt

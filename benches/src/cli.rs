@@ -1,9 +1,9 @@
 //! The command line: `scan` and `report`.
 
+use crate::args::{check_block_size, parse_block_size, parse_on_off, parse_size};
+use crate::args::{Arg, Args, UsageError};
 use crate::pattern::Pattern;
 use crate::scan::{check, Cache, Engine, ScanConfig};
-use pagestream_examples::args::{check_block_size, parse_block_size, parse_on_off, parse_size};
-use pagestream_examples::args::{Arg, Args, UsageError};
 use std::path::PathBuf;
 
 /// Usage text.

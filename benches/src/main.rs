@@ -27,12 +27,12 @@
 //!   (3 with `--quick`), medians with min–max, ratios to the best baseline
 //!   and to fio.
 
+use pagestream_bench::args::{self, format_size};
 use pagestream_bench::cli::{self, Command, ScanOpts, USAGE};
+use pagestream_bench::data;
 use pagestream_bench::report;
 use pagestream_bench::scan::{run_scan, Target};
-use pagestream_examples::args::{self, format_size};
-use pagestream_examples::data;
-use pagestream_examples::report::Spread;
+use pagestream_bench::timing::Spread;
 use std::io;
 
 fn scan(o: ScanOpts) -> io::Result<()> {

@@ -15,14 +15,14 @@
 //! and the rest goes on. Every run's checksum is compared with every other
 //! run over the same block set.
 
+use crate::args::format_size;
 use crate::chart::{self, Series};
 use crate::cli::ReportOpts;
+use crate::data;
 use crate::pattern::Pattern;
 use crate::scan::{check, run_scan, Cache, Engine, RunResult, ScanConfig, Target};
+use crate::timing::Spread;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pagestream_examples::args::format_size;
-use pagestream_examples::data;
-use pagestream_examples::report::Spread;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

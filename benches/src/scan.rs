@@ -20,13 +20,13 @@
 //! reading, which a long-running program (and fio, whose few buffers are
 //! reused) never pays.
 
+use crate::cache;
+use crate::checksum::Checksum;
 use crate::pattern::Pattern;
+use crate::timing::mib_per_s;
 use crate::{baselines, fio};
 use futures::StreamExt;
 use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::cache;
-use pagestream_examples::checksum::Checksum;
-use pagestream_examples::report::mib_per_s;
 use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
 use serde_json::{json, Map, Value};
 use std::fmt;

@@ -37,14 +37,14 @@
 
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::args::{
+use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
     parse_block_size, parse_on_off, parse_ring, parse_size, Arg, Args, UsageError,
 };
-use pagestream_examples::cache;
-use pagestream_examples::checksum::Checksum;
-use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
+use pagestream_bench::cache;
+use pagestream_bench::checksum::Checksum;
+use pagestream_bench::data;
+use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{EngineCounters, Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io::{self, Read};

@@ -12,7 +12,7 @@
 # Logs go to target/measure/runtimes-<UTC time>/.
 #
 # Needs fio on PATH (Debian: apt-get install fio); installs nothing.
-# Usage: examples/scripts/measure_runtimes.sh [REPS]   (from anywhere)
+# Usage: benches/scripts/measure_runtimes.sh [REPS]   (from anywhere)
 # SEQSCAN_ARGS="--ring off" (for example) adds seqscan options, for
 # investigations; the must-show runs without it.
 set -u

@@ -1,7 +1,7 @@
 //! `pgcount`: `select count(*), sum(first column)` over a PostgreSQL heap
 //! relation's files, read through one pagestream [`ReadStream`] that spans
 //! every segment file (`PATH`, `PATH.1`, `PATH.2`, …), with the page format
-//! parsed and checked by [`pagestream_examples::heap`].
+//! parsed and checked by [`heap`].
 //!
 //! ```text
 //! cargo run --release --bin pgcount -- PATH [--runtime NAME|all] [--cache none|cold|warm|hot|all] [--json] …
@@ -20,16 +20,21 @@
 //! the whole relation with one scan and times a second, which must read
 //! nothing; `none` (the default) scans the files as they are.
 
+// The page format in full (every flag, a page builder for the tests), of
+// which the count reads a part.
+#[allow(dead_code)]
+mod heap;
+
 use futures::StreamExt;
+use heap::{Counts, TupleOrder, BLCKSZ};
 use pagestream::segmented::{segment_paths, Segmented, SegmentedFile, PG_SEGMENT_BYTES};
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::args::{
+use pagestream_bench::args::{
     self, at_least_one, check_combine, check_max_ios, format_size, parse_on_off, parse_size, Arg,
     Args, UsageError,
 };
-use pagestream_examples::cache;
-use pagestream_examples::heap::{self, Counts, TupleOrder, BLCKSZ};
-use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
+use pagestream_bench::cache;
+use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io;

@@ -28,7 +28,7 @@
 # after and what other processes used of the CPUs during the run
 # (/proc/stat minus remote's own time). The whole measurement holds
 # /tmp/pagestream-measure.lock, which the other measurement scripts take too.
-# Usage: examples/scripts/measure_remote.sh [extra remote flags]
+# Usage: benches/scripts/measure_remote.sh [extra remote flags]
 #        (from anywhere; runs in the workspace root)
 set -u
 cd "$(dirname "$0")/../.."

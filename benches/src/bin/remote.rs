@@ -143,9 +143,9 @@ use pagestream::testing::{Delayed, MemEngine, MemFile, Stall, ThreadTimer, Timer
 use pagestream::{
     BufferPool, EngineFile, IoEngine, Limit, ReadFilter, ReadRequest, ReadStream, StreamStats,
 };
-use pagestream_examples::args::{self, parse_on_off, Arg, Args, UsageError};
-use pagestream_examples::checksum::Checksum;
-use pagestream_examples::report::{JsonObject, Spread};
+use pagestream_bench::args::{self, parse_on_off, Arg, Args, UsageError};
+use pagestream_bench::checksum::Checksum;
+use pagestream_bench::timing::{JsonObject, Spread};
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
