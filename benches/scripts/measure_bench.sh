@@ -32,8 +32,6 @@ if [ "${1:-}" = "--step" ]; then # under the lock: wait for quiet, run, log
 fi
 mkdir -p "$out"
 cargo build --release -q -p pagestream-bench --bin pagestream-bench || exit 1
-# The remote rows come from the examples' remote binary, if it builds.
-cargo build --release -q --bin remote 2> /dev/null || echo "note: remote does not build; report section 5 says so"
 cargo bench -q -p pagestream-bench --bench micro --no-run 2> /dev/null || exit 1
 bin=./target/release/pagestream-bench
 # Create the data files outside any measured step.

@@ -9,7 +9,9 @@
 //! - [`baselines`]: pread loop, fadvise prefetch, tokio::fs, glommio's readers;
 //! - [`fio`]: running fio and parsing its JSON;
 //! - [`cli`]: the command line;
-//! - [`report`]: the standard matrix, its tables, JSON and charts.
+//! - [`report`]: the standard matrix, its tables, JSON and charts;
+//! - [`remote`]: the `remote` program's measurement, which the report runs
+//!   in this process.
 //!
 //! The scan programs (`seqscan`, `backscan`, `bitmapscan`, `prewarm`,
 //! `pgcount`, `remote`, in `src/bin/`) share:
@@ -37,6 +39,7 @@ pub mod cli;
 pub mod data;
 pub mod fio;
 pub mod pattern;
+pub mod remote;
 pub mod report;
 pub mod scan;
 pub mod timing;

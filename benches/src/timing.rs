@@ -1,113 +1,41 @@
 //! Run records, their JSON form, and summaries over repeated runs.
 
-use std::fmt::Write as _;
+use serde_json::{Map, Value};
 
-/// A JSON value (just what the reports need).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Json {
-    /// A string.
-    Str(String),
-    /// An unsigned integer.
-    U64(u64),
-    /// A number (non-finite values print as `null`).
-    F64(f64),
-    /// A boolean.
-    Bool(bool),
-}
-
-impl From<&str> for Json {
-    fn from(s: &str) -> Json {
-        Json::Str(s.to_string())
-    }
-}
-impl From<String> for Json {
-    fn from(s: String) -> Json {
-        Json::Str(s)
-    }
-}
-impl From<u64> for Json {
-    fn from(v: u64) -> Json {
-        Json::U64(v)
-    }
-}
-impl From<usize> for Json {
-    fn from(v: usize) -> Json {
-        Json::U64(v as u64)
-    }
-}
-impl From<f64> for Json {
-    fn from(v: f64) -> Json {
-        Json::F64(v)
-    }
-}
-impl From<bool> for Json {
-    fn from(v: bool) -> Json {
-        Json::Bool(v)
-    }
-}
-
-/// A JSON object with fields in insertion order.
+/// One JSON record, fields in insertion order: a [`serde_json`] map with a
+/// builder's `set`. Non-finite numbers become `null`; a whole number given
+/// as a float is written without a fraction (`0`, not `0.0`), as these
+/// programs have always written it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct JsonObject(pub Vec<(String, Json)>);
+pub struct JsonObject(pub Map<String, Value>);
 
 impl JsonObject {
-    /// Adds (or replaces) a field.
-    pub fn set(&mut self, key: &str, value: impl Into<Json>) -> &mut Self {
-        let value = value.into();
-        match self.0.iter_mut().find(|(k, _)| k == key) {
-            Some(slot) => slot.1 = value,
-            None => self.0.push((key.to_string(), value)),
+    /// Adds a field, or replaces its value in place.
+    pub fn set(&mut self, key: &str, value: impl Into<Value>) -> &mut Self {
+        let mut value = value.into();
+        if let Some(x) = value.as_f64().filter(|_| value.is_f64()) {
+            if x.fract() == 0.0 && x.abs() < (1u64 << 53) as f64 {
+                value = Value::from(x as i64);
+            }
         }
+        self.0.insert(key.to_string(), value);
         self
     }
 
     /// The field `key`, if set.
-    pub fn get(&self, key: &str) -> Option<&Json> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.get(key)
     }
 
     /// One line of JSON.
     pub fn to_line(&self) -> String {
-        let mut s = String::from("{");
-        for (i, (k, v)) in self.0.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            escape(&mut s, k);
-            s.push(':');
-            match v {
-                Json::Str(t) => escape(&mut s, t),
-                Json::U64(n) => {
-                    let _ = write!(s, "{n}");
-                }
-                Json::F64(x) if x.is_finite() => {
-                    let _ = write!(s, "{x}");
-                }
-                Json::F64(_) => s.push_str("null"),
-                Json::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
-            }
-        }
-        s.push('}');
-        s
+        serde_json::to_string(&self.0).expect("a map of JSON values serializes")
     }
-}
 
-fn escape(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
+    /// The record as a JSON value.
+    pub fn into_value(self) -> Value {
+        Value::Object(self.0)
     }
-    out.push('"');
 }
 
 /// Median, minimum and maximum of some measurements.
@@ -175,15 +103,16 @@ mod tests {
         o.set("runtime", "threadpool")
             .set("pages", 3u64)
             .set("x", 1.5)
+            .set("zero", 0.0)
             .set("ok", true)
             .set("q", "a\"b\\\n")
             .set("inf", f64::INFINITY);
         o.set("pages", 4u64);
         assert_eq!(
             o.to_line(),
-            r#"{"runtime":"threadpool","pages":4,"x":1.5,"ok":true,"q":"a\"b\\\n","inf":null}"#
+            r#"{"runtime":"threadpool","pages":4,"x":1.5,"zero":0,"ok":true,"q":"a\"b\\\n","inf":null}"#
         );
-        assert_eq!(o.get("pages"), Some(&Json::U64(4)));
+        assert_eq!(o.get("pages"), Some(&Value::from(4u64)));
     }
 
     #[test]
