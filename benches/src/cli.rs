@@ -148,7 +148,12 @@ fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
             "help" => return Ok(None),
             "engine" => engine = Some(args.parsed(|s| s.parse::<Engine>())?),
             "pattern" => pattern = Some(args.parsed(|s| s.parse::<Pattern>())?),
-            "cache" => cache = Some(args.parsed(|s| s.parse::<Cache>())?),
+            "cache" => {
+                cache = Some(args.parsed(|s| {
+                    let three = [Cache::Cold, Cache::Warm, Cache::Hot];
+                    Cache::parse(s, &three, None).map(|v| v[0])
+                })?)
+            }
             "direct" => c.direct = true,
             "readahead" => c.readahead = args.parsed(parse_on_off)?,
             "file" => o.file = Some(PathBuf::from(args.value()?)),

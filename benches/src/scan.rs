@@ -135,41 +135,7 @@ impl FromStr for Engine {
     }
 }
 
-/// Where the blocks are when the timed run starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Cache {
-    /// Evicted from the OS page cache (checked with `mincore`).
-    Cold,
-    /// In the OS page cache (read once first, checked).
-    Warm,
-    /// In pagestream's buffer pool (baselines, which have no pool: the OS
-    /// page cache, as warm).
-    Hot,
-}
-
-impl Cache {
-    /// `cold`, `warm` or `hot`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Cache::Cold => "cold",
-            Cache::Warm => "warm",
-            Cache::Hot => "hot",
-        }
-    }
-}
-
-impl FromStr for Cache {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Cache, String> {
-        match s {
-            "cold" => Ok(Cache::Cold),
-            "warm" => Ok(Cache::Warm),
-            "hot" => Ok(Cache::Hot),
-            _ => Err(format!("{s:?}: expected cold, warm or hot")),
-        }
-    }
-}
+pub use crate::cache::Cache;
 
 /// One configuration to measure.
 #[derive(Debug, Clone)]
@@ -242,6 +208,7 @@ impl Target {
     pub fn prepare(&self, cache: Cache, direct: bool) -> io::Result<f64> {
         match cache {
             Cache::Cold => cache::make_cold(&self.plain, &self.path),
+            Cache::None => cache::resident_fraction(&self.plain),
             Cache::Warm | Cache::Hot if direct => cache::resident_fraction(&self.plain),
             Cache::Warm | Cache::Hot => {
                 cache::warm(&self.plain)?;

@@ -18,7 +18,7 @@ use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
     parse_block_size, parse_on_off, parse_size, Arg, Args, UsageError,
 };
-use pagestream_bench::cache;
+use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::data;
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
@@ -55,30 +55,13 @@ options:
   --json              one JSON object per load on stdout
   --help              this text";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    None,
-    Cold,
-    Warm,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::None => "none",
-            Mode::Cold => "cold",
-            Mode::Warm => "warm",
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Opts {
     file: Option<PathBuf>,
     create: bool,
     size: u64,
     runtimes: Vec<Runtime>,
-    mode: Mode,
+    mode: Cache,
     direct: bool,
     full: bool,
     max_ios: usize,
@@ -94,7 +77,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         create: false,
         size: 1 << 30,
         runtimes: vec![Runtime::ThreadPool],
-        mode: Mode::Cold,
+        mode: Cache::Cold,
         direct: false,
         full: true,
         max_ios: 16,
@@ -117,11 +100,8 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
                     args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
             }
             "cache" => {
-                o.mode = args.parsed(|s| match s {
-                    "none" => Ok(Mode::None),
-                    "cold" => Ok(Mode::Cold),
-                    "warm" => Ok(Mode::Warm),
-                    _ => Err(format!("{s:?}: expected none, cold or warm")),
+                o.mode = args.parsed(|s| {
+                    Cache::parse(s, &[Cache::None, Cache::Cold, Cache::Warm], None).map(|v| v[0])
                 })?
             }
             "direct" => o.direct = true,
@@ -140,7 +120,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     check_max_ios(o.max_ios)?;
     check_block_size(o.block_size, o.size)?;
     let direct_only = o.direct || o.runtimes.iter().all(|rt| !rt.supports_buffered());
-    if o.mode == Mode::Warm && direct_only {
+    if o.mode == Cache::Warm && direct_only {
         return bad("--cache warm means the OS page cache, which O_DIRECT reads bypass".into());
     }
     Ok(Some(o))
@@ -244,12 +224,14 @@ impl Workload for Loads<'_> {
         let mut loads = Vec::new();
         for rep in 0..o.repeat {
             let resident = match o.mode {
-                Mode::Cold => cache::make_cold(&sh.plain, &sh.path)?,
-                Mode::Warm => {
+                Cache::Cold => cache::make_cold(&sh.plain, &sh.path)?,
+                Cache::Warm => {
                     cache::warm(&sh.plain)?;
                     cache::resident_fraction(&sh.plain)?
                 }
-                Mode::None => cache::resident_fraction(&sh.plain)?,
+                Cache::None => cache::resident_fraction(&sh.plain)?,
+                // --cache accepts none, cold and warm only.
+                Cache::Hot => unreachable!("prewarm has no cache state hot"),
             };
             let pool = BufferPool::new(frames, o.block_size).map_err(io::Error::from)?;
             let file = env
@@ -341,7 +323,7 @@ fn run(o: Opts) -> io::Result<()> {
     }
     let mut loads = Vec::new();
     for &rt in &o.runtimes {
-        if o.mode == Mode::Warm && !rt.supports_buffered() {
+        if o.mode == Cache::Warm && !rt.supports_buffered() {
             eprintln!("prewarm: {rt} skipped: it reads with O_DIRECT only, and warm means the OS page cache");
             continue;
         }

@@ -41,7 +41,7 @@ use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
     parse_block_size, parse_on_off, parse_ring, parse_size, Arg, Args, UsageError,
 };
-use pagestream_bench::cache;
+use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::checksum::Checksum;
 use pagestream_bench::data;
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
@@ -92,22 +92,8 @@ options:
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Cold,
-    Warm,
-    Hot,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Cold => "cold",
-            Mode::Warm => "warm",
-            Mode::Hot => "hot",
-        }
-    }
-}
+/// The cache states seqscan measures (`--cache all`).
+const ALL: [Cache; 3] = [Cache::Cold, Cache::Warm, Cache::Hot];
 
 #[derive(Debug)]
 struct Opts {
@@ -115,7 +101,7 @@ struct Opts {
     file: Option<PathBuf>,
     create: bool,
     size: u64,
-    modes: Vec<Mode>,
+    modes: Vec<Cache>,
     direct: bool,
     max_ios: usize,
     combine: usize,
@@ -142,7 +128,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         file: None,
         create: false,
         size: 1 << 30,
-        modes: vec![Mode::Cold, Mode::Warm, Mode::Hot],
+        modes: ALL.to_vec(),
         direct: false,
         max_ios: 16,
         combine: 16,
@@ -175,13 +161,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             "size" => o.size = args.parsed(parse_size)?,
             "cache" => {
                 cache_given = true;
-                o.modes = args.parsed(|s| match s {
-                    "cold" => Ok(vec![Mode::Cold]),
-                    "warm" => Ok(vec![Mode::Warm]),
-                    "hot" => Ok(vec![Mode::Hot]),
-                    "all" => Ok(vec![Mode::Cold, Mode::Warm, Mode::Hot]),
-                    _ => Err(format!("{s:?}: expected cold, warm, hot or all")),
-                })?
+                o.modes = args.parsed(|s| Cache::parse(s, &ALL, Some(&ALL)))?
             }
             "direct" => o.direct = true,
             "max-ios" => o.max_ios = args.number()?,
@@ -222,13 +202,19 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         at_least_one("pool-frames", f)?;
     }
     check_block_size(o.block_size, o.size)?;
-    cache::check_modes(o.direct, cache_given, &mut o.modes, Mode::Warm, &o.runtimes)?;
+    cache::check_modes(
+        o.direct,
+        cache_given,
+        &mut o.modes,
+        Cache::Warm,
+        &o.runtimes,
+    )?;
     Ok(Some(o))
 }
 
 /// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
-fn runs_on(rt: Runtime, mode: Mode) -> bool {
-    cache::runs_on(rt, mode == Mode::Warm)
+fn runs_on(rt: Runtime, mode: Cache) -> bool {
+    cache::runs_on(rt, mode == Cache::Warm)
 }
 
 /// Whether scans on `rt` open the file with O_DIRECT.
@@ -241,7 +227,7 @@ struct Run {
     runtime: &'static str,
     direct: bool,
     nowait: bool,
-    mode: Mode,
+    mode: Cache,
     rep: usize,
     pages: u64,
     bytes: u64,
@@ -404,7 +390,7 @@ impl Shared {
             runtime: "memory",
             direct: false,
             nowait: false,
-            mode: Mode::Hot,
+            mode: Cache::Hot,
             rep,
             pages: ck.pages,
             bytes: ck.pages * bs as u64,
@@ -472,7 +458,7 @@ impl Shared {
             runtime: "read-loop",
             direct: false,
             nowait: false,
-            mode: Mode::Warm,
+            mode: Cache::Warm,
             rep,
             pages: ck.pages,
             bytes: ck.pages * bs as u64,
@@ -525,21 +511,23 @@ impl Workload for Scans<'_> {
                     continue;
                 }
                 let batch = match mode {
-                    Mode::Cold => vec![on.cold(rep).await?],
-                    Mode::Warm if !(sh.o.read_loop && self.read_loop) => {
+                    // --cache accepts ALL only.
+                    Cache::None => unreachable!("seqscan has no cache state none"),
+                    Cache::Cold => vec![on.cold(rep).await?],
+                    Cache::Warm if !(sh.o.read_loop && self.read_loop) => {
                         vec![on.warm_stream(rep).await?]
                     }
-                    Mode::Warm if rep % 2 == 0 => {
+                    Cache::Warm if rep % 2 == 0 => {
                         let b = sh.read_loop(rep)?;
                         sh.emit(&b);
                         vec![b, on.warm_stream(rep).await?]
                     }
-                    Mode::Warm => {
+                    Cache::Warm => {
                         let w = on.warm_stream(rep).await?;
                         sh.emit(&w);
                         vec![w, sh.read_loop(rep)?]
                     }
-                    Mode::Hot => {
+                    Cache::Hot => {
                         // Memory loop and each prefetch setting, the order
                         // reversed every other repeat; all but the last row
                         // are printed here.
@@ -623,7 +611,7 @@ impl<E: Env> OnRuntime<'_, E> {
     }
 
     /// Cold or warm stream run.
-    async fn scan_run(&self, mode: Mode, rep: usize, resident: f64) -> io::Result<Run> {
+    async fn scan_run(&self, mode: Cache, rep: usize, resident: f64) -> io::Result<Run> {
         let o = &self.sh.o;
         let frames = o.pool_frames.unwrap_or(16384);
         let (ring, ring_frames) = match o.ring {
@@ -655,7 +643,7 @@ impl<E: Env> OnRuntime<'_, E> {
     #[allow(clippy::too_many_arguments)]
     fn stream_run(
         &self,
-        mode: Mode,
+        mode: Cache,
         rep: usize,
         resident: f64,
         ck: Checksum,
@@ -692,12 +680,12 @@ impl<E: Env> OnRuntime<'_, E> {
 
     async fn cold(&self, rep: usize) -> io::Result<Run> {
         let resident = self.sh.make_cold()?;
-        self.scan_run(Mode::Cold, rep, resident).await
+        self.scan_run(Cache::Cold, rep, resident).await
     }
 
     async fn warm_stream(&self, rep: usize) -> io::Result<Run> {
         let resident = self.sh.make_warm()?;
-        self.scan_run(Mode::Warm, rep, resident).await
+        self.scan_run(Cache::Warm, rep, resident).await
     }
 
     async fn hot(&mut self, rep: usize, prefetch: bool) -> io::Result<Run> {
@@ -724,7 +712,7 @@ impl<E: Env> OnRuntime<'_, E> {
                 st.blocks_read
             )));
         }
-        let mut run = self.stream_run(Mode::Hot, rep, resident, ck, secs, st, eng, frames, 0);
+        let mut run = self.stream_run(Cache::Hot, rep, resident, ck, secs, st, eng, frames, 0);
         run.prefetch = Some(prefetch);
         Ok(run)
     }
@@ -790,7 +778,7 @@ fn print_row(r: &Run) {
 fn run(o: Opts) -> io::Result<()> {
     let (path, nblocks) =
         data::scan_file("seqscan", o.file.as_deref(), o.create, o.size, o.block_size)?;
-    if o.modes.contains(&Mode::Hot) {
+    if o.modes.contains(&Cache::Hot) {
         if let Some(f) = o.pool_frames {
             if (f as u64) < nblocks {
                 eprintln!(
@@ -849,8 +837,8 @@ fn run(o: Opts) -> io::Result<()> {
         .runtimes
         .iter()
         .copied()
-        .find(|&rt| o.modes.contains(&Mode::Warm) && runs_on(rt, Mode::Warm));
-    let memory_loop_rt = o.modes.contains(&Mode::Hot).then(|| o.runtimes[0]);
+        .find(|&rt| o.modes.contains(&Cache::Warm) && runs_on(rt, Cache::Warm));
+    let memory_loop_rt = o.modes.contains(&Cache::Hot).then(|| o.runtimes[0]);
     let options = Options::default()
         .threads(o.threads)
         .nowait(o.nowait)

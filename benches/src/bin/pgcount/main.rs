@@ -33,7 +33,7 @@ use pagestream_bench::args::{
     self, at_least_one, check_combine, check_max_ios, format_size, parse_on_off, parse_size, Arg,
     Args, UsageError,
 };
-use pagestream_bench::cache;
+use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
@@ -79,30 +79,11 @@ options:
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    None,
-    Cold,
-    Warm,
-    Hot,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::None => "none",
-            Mode::Cold => "cold",
-            Mode::Warm => "warm",
-            Mode::Hot => "hot",
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Opts {
     path: PathBuf,
     runtimes: Vec<Runtime>,
-    modes: Vec<Mode>,
+    modes: Vec<Cache>,
     direct: bool,
     max_ios: usize,
     combine: usize,
@@ -121,7 +102,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     let mut o = Opts {
         path: PathBuf::new(),
         runtimes: vec![Runtime::ThreadPool],
-        modes: vec![Mode::None],
+        modes: vec![Cache::None],
         direct: false,
         max_ios: 16,
         combine: 16,
@@ -152,13 +133,13 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             }
             "cache" => {
                 cache_given = true;
-                o.modes = args.parsed(|s| match s {
-                    "none" => Ok(vec![Mode::None]),
-                    "cold" => Ok(vec![Mode::Cold]),
-                    "warm" => Ok(vec![Mode::Warm]),
-                    "hot" => Ok(vec![Mode::Hot]),
-                    "all" => Ok(vec![Mode::Cold, Mode::Warm, Mode::Hot]),
-                    _ => Err(format!("{s:?}: expected none, cold, warm, hot or all")),
+                o.modes = args.parsed(|s| {
+                    let all = [Cache::Cold, Cache::Warm, Cache::Hot];
+                    Cache::parse(
+                        s,
+                        &[Cache::None, Cache::Cold, Cache::Warm, Cache::Hot],
+                        Some(&all),
+                    )
                 })?
             }
             "direct" => o.direct = true,
@@ -196,13 +177,19 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             o.segment_bytes
         ));
     }
-    cache::check_modes(o.direct, cache_given, &mut o.modes, Mode::Warm, &o.runtimes)?;
+    cache::check_modes(
+        o.direct,
+        cache_given,
+        &mut o.modes,
+        Cache::Warm,
+        &o.runtimes,
+    )?;
     Ok(Some(o))
 }
 
 /// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
-fn runs_on(rt: Runtime, mode: Mode) -> bool {
-    cache::runs_on(rt, mode == Mode::Warm)
+fn runs_on(rt: Runtime, mode: Cache) -> bool {
+    cache::runs_on(rt, mode == Cache::Warm)
 }
 
 /// The relation: its segment files and their blocks.
@@ -382,7 +369,7 @@ impl Relation {
         let seconds = start.elapsed().as_secs_f64();
         Ok(Run {
             runtime: "in-memory",
-            mode: Mode::Hot,
+            mode: Cache::Hot,
             direct: false,
             rep,
             counts,
@@ -409,7 +396,7 @@ fn named(p: &std::path::Path, e: io::Error) -> io::Error {
 /// One timed run.
 struct Run {
     runtime: &'static str,
-    mode: Mode,
+    mode: Cache,
     direct: bool,
     rep: usize,
     counts: Counts,
@@ -510,12 +497,12 @@ impl Workload for Scans<'_> {
                     continue;
                 }
                 let resident = match mode {
-                    Mode::Cold => rel.make_cold()?,
-                    Mode::Warm => rel.make_warm()?,
-                    Mode::None | Mode::Hot => rel.resident()?,
+                    Cache::Cold => rel.make_cold()?,
+                    Cache::Warm => rel.make_warm()?,
+                    Cache::None | Cache::Hot => rel.resident()?,
                 };
                 let (pool, ring) = match mode {
-                    Mode::Hot => {
+                    Cache::Hot => {
                         if hot.is_none() {
                             let frames = usize::try_from(rel.nblocks.max(1)).map_err(|_| {
                                 io::Error::other("relation too large for a hot pool")
@@ -536,7 +523,7 @@ impl Workload for Scans<'_> {
                     }
                 };
                 let (counts, seconds, stats) = on.scan(&pool, ring).await?;
-                if mode == Mode::Hot && stats.blocks_read != 0 {
+                if mode == Cache::Hot && stats.blocks_read != 0 {
                     return Err(io::Error::other(format!(
                         "hot scan read {} blocks: the pool of {} frames did not keep the relation",
                         stats.blocks_read,
@@ -556,7 +543,7 @@ impl Workload for Scans<'_> {
                 };
                 emit(rel, &run);
                 runs.push(run);
-                if mode == Mode::Hot && o.baseline {
+                if mode == Cache::Hot && o.baseline {
                     if memory.is_none() {
                         memory = Some(rel.read_all()?);
                     }
@@ -782,11 +769,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(o.path, PathBuf::from("rel"));
-        assert_eq!(o.modes, [Mode::Hot]);
+        assert_eq!(o.modes, [Cache::Hot]);
         assert_eq!(o.segment_bytes, 64 << 10);
         assert!(o.json && o.sum);
         let o = parse(&["rel"]).unwrap().unwrap();
-        assert_eq!(o.modes, [Mode::None]);
+        assert_eq!(o.modes, [Cache::None]);
         assert_eq!(o.runtimes, [Runtime::ThreadPool]);
         assert_eq!(o.segment_bytes, 1 << 30);
         assert!(parse(&["--help"]).unwrap().is_none());
