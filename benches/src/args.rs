@@ -136,6 +136,118 @@ impl Args {
     }
 }
 
+/// Parses `items` (the command line without the program name) into `C`
+/// with clap, as every scan program reads its command line: `usage` is the
+/// help text (`-h`, `--help`; `Ok(None)`), a flag given twice keeps its
+/// last value, a value may start with `-` (so `--pairs -1` is a bad count,
+/// not an unknown option), and a clap error becomes one [`UsageError`]
+/// line in the programs' words ("unknown option --x", "--x needs a value",
+/// "--x: …" for a bad value).
+pub fn parse<C: clap::Parser>(
+    usage: &'static str,
+    items: impl IntoIterator<Item = String>,
+) -> Result<Option<C>, UsageError> {
+    let cmd = C::command()
+        .no_binary_name(true)
+        .override_help(usage)
+        .args_override_self(true)
+        .mut_args(|a| {
+            if a.get_action().takes_values() {
+                a.allow_hyphen_values(true)
+            } else {
+                a
+            }
+        });
+    match cmd
+        .try_get_matches_from(items)
+        .and_then(|mut m| C::from_arg_matches_mut(&mut m))
+    {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => Ok(None),
+        Err(e) => Err(from_clap(&e)),
+    }
+}
+
+/// A clap error as one line in the programs' words.
+fn from_clap(e: &clap::Error) -> UsageError {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let context = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => s.clone(),
+        Some(ContextValue::Strings(v)) => v.join(" "),
+        _ => String::new(),
+    };
+    // "--size <SIZE>" names the flag "--size".
+    let flag = context(ContextKind::InvalidArg)
+        .split(['=', ' '])
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let msg = match e.kind() {
+        ErrorKind::UnknownArgument if flag.starts_with("--") => format!("unknown option {flag}"),
+        ErrorKind::UnknownArgument if flag.starts_with('-') && flag.len() > 1 => {
+            format!("unknown option {flag:?} (options start with --)")
+        }
+        ErrorKind::UnknownArgument => format!("unexpected argument {flag:?}"),
+        ErrorKind::InvalidValue if context(ContextKind::InvalidValue).is_empty() => {
+            format!("{flag} needs a value")
+        }
+        ErrorKind::TooManyValues => format!(
+            "{flag} takes no value (got {:?})",
+            context(ContextKind::InvalidValue)
+        ),
+        ErrorKind::ValueValidation => match std::error::Error::source(e) {
+            Some(why) => format!("{flag}: {why}"),
+            None => format!(
+                "{flag}: {:?} is not valid",
+                context(ContextKind::InvalidValue)
+            ),
+        },
+        _ => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or_default();
+            first.strip_prefix("error: ").unwrap_or(first).to_string()
+        }
+    };
+    UsageError(msg)
+}
+
+/// The `main` of a scan program whose command line is the clap struct `C`:
+/// [`parse`]s it, turns it into the program's options with `check`, then
+/// runs `run`, with the exits of [`main`].
+pub fn clap_main<C: clap::Parser, O>(
+    program: &str,
+    usage: &'static str,
+    check: impl FnOnce(C) -> Result<O, UsageError>,
+    run: impl FnOnce(O) -> std::io::Result<()>,
+) {
+    main(
+        program,
+        usage,
+        |args| match parse::<C>(usage, args.items) {
+            Ok(Some(c)) => check(c).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        },
+        run,
+    );
+}
+
+/// A comma-separated list taken as one value: clap reads a field typed
+/// `Vec` as a repeatable flag, this name keeps `--runtime a,b` one value.
+pub type List<T> = Vec<T>;
+
+/// `--runtime`: a runtime name, a comma-separated list of them, or `all`.
+pub fn parse_runtimes(s: &str) -> Result<List<pagestream_runtimes::Runtime>, String> {
+    pagestream_runtimes::parse_list(s).map_err(|e| e.to_string())
+}
+
+/// A number, for clap (`value_parser = number::<usize>`): the error says
+/// which text is not one.
+pub fn number<T: FromStr>(s: &str) -> Result<T, String> {
+    s.parse::<T>()
+        .map_err(|_| format!("{s:?} is not a valid number"))
+}
+
 /// Parses a block size: a [`parse_size`] that fits in `usize` (whether it
 /// is a power of two in range is [`check_block_size`]'s business).
 pub fn parse_block_size(s: &str) -> Result<usize, String> {
