@@ -35,11 +35,12 @@
 //! order-independent checksum over (block number, first and last 64 bytes)
 //! of each page; differing checksums are an error.
 
+use clap::ArgAction;
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_bench::args::{
-    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
-    parse_block_size, parse_on_off, parse_ring, parse_size, Arg, Args, UsageError,
+    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size, number,
+    parse_block_size, parse_on_off, parse_ring, parse_runtimes, parse_size, List, UsageError,
 };
 use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::checksum::Checksum;
@@ -95,105 +96,70 @@ options:
 /// The cache states seqscan measures (`--cache all`).
 const ALL: [Cache; 3] = [Cache::Cold, Cache::Warm, Cache::Hot];
 
-#[derive(Debug)]
+/// `--ring`: `None` is auto, `Some(0)` off.
+type RingSetting = Option<usize>;
+
+#[derive(Debug, clap::Parser)]
 struct Opts {
-    runtimes: Vec<Runtime>,
+    #[arg(long = "runtime", default_value = "all", value_parser = parse_runtimes)]
+    runtimes: List<Runtime>,
+    #[arg(long)]
     file: Option<PathBuf>,
+    #[arg(long)]
     create: bool,
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     size: u64,
+    /// `--cache` as given (`None`: all).
+    #[arg(long = "cache", value_parser = |s: &str| Cache::parse(s, &ALL, Some(&ALL)))]
+    cache: Option<List<Cache>>,
+    /// The cache states to run (set by `check`).
+    #[arg(skip)]
     modes: Vec<Cache>,
+    #[arg(long)]
     direct: bool,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     combine: usize,
+    #[arg(long, value_parser = number::<usize>)]
     pool_frames: Option<usize>,
+    #[arg(long, default_value = "8KiB", value_parser = parse_block_size)]
     block_size: usize,
+    #[arg(long, default_value = "1", value_parser = number::<usize>)]
     repeat: usize,
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     nowait: bool,
+    #[arg(long, default_value_t = pagestream_threadpool::DEFAULT_THREADS, value_parser = number::<usize>)]
     threads: usize,
     /// Thread pool cached-read depth (`None`: the engine's default).
+    #[arg(long, value_parser = number::<usize>)]
     cached_depth: Option<usize>,
+    #[arg(long)]
     json: bool,
-    /// `None`: auto; `Some(0)`: off; `Some(bytes)`.
-    ring: Option<usize>,
+    #[arg(long, default_value = "auto", value_parser = parse_ring)]
+    ring: RingSetting,
+    #[arg(long, default_value = "128KiB", value_parser = |s: &str| {
+        let v = parse_size(s)?;
+        match usize::try_from(v) {
+            Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
+            _ => Err(format!("{s:?}: expected a size from 1 byte to 1GiB")),
+        }
+    })]
     baseline_buffer: usize,
+    #[arg(long = "no-read-loop", action = ArgAction::SetFalse)]
     read_loop: bool,
     /// Prefetch settings to run (hot: each; cold/warm: the first).
-    prefetch: Vec<bool>,
+    #[arg(long, default_value = "both", value_parser = |s: &str| match s {
+        "both" => Ok(vec![false, true]),
+        _ => parse_on_off(s).map(|on| vec![on]),
+    })]
+    prefetch: List<bool>,
+    #[arg(long = "no-memory-loop", action = ArgAction::SetFalse)]
     memory_loop: bool,
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut o = Opts {
-        runtimes: Runtime::ALL.to_vec(),
-        file: None,
-        create: false,
-        size: 1 << 30,
-        modes: ALL.to_vec(),
-        direct: false,
-        max_ios: 16,
-        combine: 16,
-        pool_frames: None,
-        block_size: 8192,
-        repeat: 1,
-        nowait: true,
-        threads: pagestream_threadpool::DEFAULT_THREADS,
-        cached_depth: None,
-        json: false,
-        ring: None,
-        baseline_buffer: 128 << 10,
-        read_loop: true,
-        prefetch: vec![false, true],
-        memory_loop: true,
-    };
-    let mut cache_given = false;
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "runtime" => {
-                o.runtimes =
-                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
-            }
-            "file" => o.file = Some(PathBuf::from(args.value()?)),
-            "create" => o.create = true,
-            "size" => o.size = args.parsed(parse_size)?,
-            "cache" => {
-                cache_given = true;
-                o.modes = args.parsed(|s| Cache::parse(s, &ALL, Some(&ALL)))?
-            }
-            "direct" => o.direct = true,
-            "max-ios" => o.max_ios = args.number()?,
-            "combine" => o.combine = args.number()?,
-            "pool-frames" => o.pool_frames = Some(args.number()?),
-            "block-size" => o.block_size = args.parsed(parse_block_size)?,
-            "repeat" => o.repeat = args.number()?,
-            "nowait" => o.nowait = args.parsed(parse_on_off)?,
-            "threads" => o.threads = args.number()?,
-            "cached-depth" => o.cached_depth = Some(args.number()?),
-            "json" => o.json = true,
-            "no-read-loop" => o.read_loop = false,
-            "no-memory-loop" => o.memory_loop = false,
-            "prefetch" => {
-                o.prefetch = args.parsed(|s| match s {
-                    "both" => Ok(vec![false, true]),
-                    _ => parse_on_off(s).map(|on| vec![on]),
-                })?
-            }
-            "ring" => o.ring = args.parsed(parse_ring)?,
-            "baseline-buffer" => {
-                o.baseline_buffer = args.parsed(|s| {
-                    let v = parse_size(s)?;
-                    match usize::try_from(v) {
-                        Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
-                        _ => Err(format!("{s:?}: expected a size from 1 byte to 1GiB")),
-                    }
-                })?
-            }
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
+/// The checks across flags; sets `modes`.
+fn check(mut o: Opts) -> Result<Opts, UsageError> {
     at_least_one("repeat", o.repeat)?;
     at_least_one("threads", o.threads)?;
     check_combine(o.combine)?;
@@ -202,6 +168,8 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         at_least_one("pool-frames", f)?;
     }
     check_block_size(o.block_size, o.size)?;
+    let cache_given = o.cache.is_some();
+    o.modes = o.cache.clone().unwrap_or_else(|| ALL.to_vec());
     cache::check_modes(
         o.direct,
         cache_given,
@@ -209,7 +177,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         Cache::Warm,
         &o.runtimes,
     )?;
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
@@ -985,5 +953,5 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    args::main("seqscan", USAGE, parse_args, run);
+    args::clap_main("seqscan", USAGE, check, run);
 }
