@@ -211,9 +211,17 @@ fn from_clap(e: &clap::Error) -> UsageError {
     UsageError(msg)
 }
 
+/// [`parse`], then `check` (the checks across flags) on the result.
+pub fn parse_checked<C: clap::Parser, O>(
+    usage: &'static str,
+    items: impl IntoIterator<Item = String>,
+    check: impl FnOnce(C) -> Result<O, UsageError>,
+) -> Result<Option<O>, UsageError> {
+    parse::<C>(usage, items)?.map(check).transpose()
+}
+
 /// The `main` of a scan program whose command line is the clap struct `C`:
-/// [`parse`]s it, turns it into the program's options with `check`, then
-/// runs `run`, with the exits of [`main`].
+/// [`parse_checked`], then `run`, with the exits of [`main`].
 pub fn clap_main<C: clap::Parser, O>(
     program: &str,
     usage: &'static str,
@@ -223,11 +231,7 @@ pub fn clap_main<C: clap::Parser, O>(
     main(
         program,
         usage,
-        |args| match parse::<C>(usage, args.items) {
-            Ok(Some(c)) => check(c).map(Some),
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
-        },
+        |args| parse_checked(usage, args.items, check),
         run,
     );
 }
