@@ -152,7 +152,7 @@ pub fn parse<C: clap::Parser>(
         .override_help(usage)
         .args_override_self(true)
         .mut_args(|a| {
-            if a.get_action().takes_values() {
+            if a.get_action().takes_values() && !a.is_positional() {
                 a.allow_hyphen_values(true)
             } else {
                 a

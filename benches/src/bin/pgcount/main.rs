@@ -25,13 +25,14 @@
 #[allow(dead_code)]
 mod heap;
 
+use clap::ArgAction;
 use futures::StreamExt;
 use heap::{Counts, TupleOrder, BLCKSZ};
 use pagestream::segmented::{segment_paths, Segmented, SegmentedFile, PG_SEGMENT_BYTES};
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_bench::args::{
-    self, at_least_one, check_combine, check_max_ios, format_size, parse_on_off, parse_size, Arg,
-    Args, UsageError,
+    self, at_least_one, check_combine, check_max_ios, format_size, number, parse_on_off,
+    parse_runtimes, parse_size, List, UsageError,
 };
 use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
@@ -79,91 +80,57 @@ options:
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
-#[derive(Debug)]
+#[derive(Debug, clap::Parser)]
 struct Opts {
+    /// PATH as given (`None` is a usage error).
+    #[arg(value_name = "PATH")]
+    relation: Option<PathBuf>,
+    /// The relation's first segment file (set by `check`).
+    #[arg(skip)]
     path: PathBuf,
-    runtimes: Vec<Runtime>,
+    #[arg(long = "runtime", default_value = "threadpool", value_parser = parse_runtimes)]
+    runtimes: List<Runtime>,
+    /// `--cache` as given (`None`: none).
+    #[arg(long = "cache", value_parser = |s: &str| {
+        let all = [Cache::Cold, Cache::Warm, Cache::Hot];
+        Cache::parse(s, &[Cache::None, Cache::Cold, Cache::Warm, Cache::Hot], Some(&all))
+    })]
+    cache: Option<List<Cache>>,
+    /// The cache states to run (set by `check`).
+    #[arg(skip)]
     modes: Vec<Cache>,
+    #[arg(long)]
     direct: bool,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     combine: usize,
+    #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
+    #[arg(long, default_value = "off", value_parser = parse_on_off, action = ArgAction::Set)]
     prefetch: bool,
+    #[arg(long, default_value = "lp", value_parser = |s: &str| match s {
+        "lp" => Ok(TupleOrder::LinePointer),
+        "reverse" => Ok(TupleOrder::Reverse),
+        _ => Err(format!("{s:?}: expected lp or reverse")),
+    })]
     tuple_order: TupleOrder,
+    #[arg(long, default_value = "1", value_parser = number::<usize>)]
     repeat: usize,
+    #[arg(long = "no-sum", action = ArgAction::SetFalse)]
     sum: bool,
+    #[arg(long = "segment-size", default_value_t = PG_SEGMENT_BYTES, value_parser = parse_size)]
     segment_bytes: u64,
+    #[arg(long)]
     json: bool,
+    #[arg(long)]
     baseline: bool,
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut path = None;
-    let mut o = Opts {
-        path: PathBuf::new(),
-        runtimes: vec![Runtime::ThreadPool],
-        modes: vec![Cache::None],
-        direct: false,
-        max_ios: 16,
-        combine: 16,
-        pool_frames: 16384,
-        prefetch: false,
-        tuple_order: TupleOrder::LinePointer,
-        repeat: 1,
-        sum: true,
-        segment_bytes: PG_SEGMENT_BYTES,
-        json: false,
-        baseline: false,
-    };
-    let mut cache_given = false;
-    while let Some(arg) = args.next_arg()? {
-        let name = match &arg {
-            Arg::Positional(p) if path.is_none() => {
-                path = Some(PathBuf::from(p));
-                continue;
-            }
-            Arg::Positional(_) => return Err(args.unknown(&arg)),
-            Arg::Flag(name) => name.as_str(),
-        };
-        match name {
-            "help" => return Ok(None),
-            "runtime" => {
-                o.runtimes =
-                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
-            }
-            "cache" => {
-                cache_given = true;
-                o.modes = args.parsed(|s| {
-                    let all = [Cache::Cold, Cache::Warm, Cache::Hot];
-                    Cache::parse(
-                        s,
-                        &[Cache::None, Cache::Cold, Cache::Warm, Cache::Hot],
-                        Some(&all),
-                    )
-                })?
-            }
-            "direct" => o.direct = true,
-            "max-ios" => o.max_ios = args.number()?,
-            "combine" => o.combine = args.number()?,
-            "pool-frames" => o.pool_frames = args.number()?,
-            "prefetch" => o.prefetch = args.parsed(parse_on_off)?,
-            "tuple-order" => {
-                o.tuple_order = args.parsed(|s| match s {
-                    "lp" => Ok(TupleOrder::LinePointer),
-                    "reverse" => Ok(TupleOrder::Reverse),
-                    _ => Err(format!("{s:?}: expected lp or reverse")),
-                })?
-            }
-            "repeat" => o.repeat = args.number()?,
-            "no-sum" => o.sum = false,
-            "segment-size" => o.segment_bytes = args.parsed(parse_size)?,
-            "json" => o.json = true,
-            "baseline" => o.baseline = true,
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
+/// The checks across flags; sets `modes`.
+fn check(mut o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
-    let Some(path) = path else {
+    let Some(path) = o.relation.take() else {
         return bad("no PATH: name the relation's first segment file".into());
     };
     o.path = path;
@@ -177,6 +144,8 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             o.segment_bytes
         ));
     }
+    let cache_given = o.cache.is_some();
+    o.modes = o.cache.clone().unwrap_or_else(|| vec![Cache::None]);
     cache::check_modes(
         o.direct,
         cache_given,
@@ -184,7 +153,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
         Cache::Warm,
         &o.runtimes,
     )?;
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
@@ -752,7 +721,7 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    args::main("pgcount", USAGE, parse_args, run);
+    args::clap_main("pgcount", USAGE, check, run);
 }
 
 #[cfg(test)]
@@ -760,7 +729,7 @@ mod tests {
     use super::*;
 
     fn parse(v: &[&str]) -> Result<Option<Opts>, UsageError> {
-        parse_args(Args::new(v.iter().map(|s| s.to_string())))
+        args::parse_checked(USAGE, v.iter().map(|s| s.to_string()), check)
     }
 
     #[test]
