@@ -139,7 +139,7 @@
 //! rows are interleaved (row after row, repeat after repeat). Every stream's
 //! checksum is checked against the table's.
 
-use crate::args::{self, parse_on_off, Arg, Args, UsageError};
+use crate::args::{self, parse_on_off, UsageError};
 use crate::checksum::Checksum;
 use crate::timing::{JsonObject, Spread};
 use futures::{Stream, StreamExt};
@@ -269,101 +269,68 @@ impl Row {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Parser)]
 struct Opts {
+    #[arg(long = "latency-ms", default_value = "0.2", value_parser = |s: &str| match s.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 => {
+            Ok(Duration::from_secs_f64(ms / 1e3))
+        }
+        _ => Err(format!(
+            "{s:?}: expected a latency in milliseconds, above 0 and at most 10000"
+        )),
+    })]
     latency: Duration,
+    #[arg(long, default_value = "3000", value_parser = args::number::<u64>)]
     pages: u64,
+    #[arg(long, default_value = "128", value_parser = args::number::<usize>)]
     pool_frames: usize,
+    #[arg(long, default_value = "100", value_parser = args::number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16", value_parser = args::number::<usize>)]
     combine: usize,
+    #[arg(long, default_value = "10", value_parser = args::number::<usize>)]
     scans: usize,
+    #[arg(long, default_value = "2", value_parser = args::number::<usize>)]
     workers: usize,
-    rows: Vec<Row>,
+    #[arg(long, default_value = "all", value_parser = Row::parse_list)]
+    rows: args::List<Row>,
+    #[arg(long, default_value = "5", value_parser = args::number::<usize>)]
     repeat: usize,
+    #[arg(long)]
     ramp: bool,
+    #[arg(long)]
     json: bool,
+    #[arg(long)]
     verbose: bool,
     /// Synchronized scans report what the consumer processed (`true`) or
     /// the look-ahead position (`false`).
+    #[arg(long = "sync-report", default_value = "consumer", value_parser = |s: &str| match s {
+        "consumer" => Ok(true),
+        "lookahead" => Ok(false),
+        _ => Err(format!("{s:?}: expected consumer or lookahead")),
+    }, action = clap::ArgAction::Set)]
     consumer_reports: bool,
     /// The consumer thread spins (yielding) instead of sleeping.
+    #[arg(long = "executor", default_value = "spin", value_parser = |s: &str| match s {
+        "park" => Ok(false),
+        "spin" => Ok(true),
+        _ => Err(format!("{s:?}: expected park or spin")),
+    }, action = clap::ArgAction::Set)]
     spin: bool,
     /// Streams start at full distance (`READ_STREAM_FULL`): no ramp.
+    #[arg(long)]
     full: bool,
     /// Pin the timer thread and the consumer thread to two different CPUs.
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pin: bool,
     /// Times a run whose achieved latency missed the configured one by
     /// more than 10% is run again.
+    #[arg(long, default_value = "3", value_parser = args::number::<usize>)]
     retries: usize,
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut o = Opts {
-        latency: Duration::from_micros(200),
-        pages: 3000,
-        pool_frames: 128,
-        max_ios: 100,
-        combine: 16,
-        scans: 10,
-        workers: 2,
-        rows: Row::ALL.to_vec(),
-        repeat: 5,
-        ramp: false,
-        json: false,
-        verbose: false,
-        consumer_reports: true,
-        full: false,
-        pin: true,
-        retries: 3,
-        spin: true,
-    };
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "latency-ms" => {
-                o.latency = args.parsed(|s| match s.parse::<f64>() {
-                    Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 => {
-                        Ok(Duration::from_secs_f64(ms / 1e3))
-                    }
-                    _ => Err(format!(
-                        "{s:?}: expected a latency in milliseconds, above 0 and at most 10000"
-                    )),
-                })?
-            }
-            "pages" => o.pages = args.number()?,
-            "pool-frames" => o.pool_frames = args.number()?,
-            "max-ios" => o.max_ios = args.number()?,
-            "combine" => o.combine = args.number()?,
-            "scans" => o.scans = args.number()?,
-            "workers" => o.workers = args.number()?,
-            "rows" => o.rows = args.parsed(Row::parse_list)?,
-            "repeat" => o.repeat = args.number()?,
-            "ramp" => o.ramp = true,
-            "json" => o.json = true,
-            "verbose" => o.verbose = true,
-            "full" => o.full = true,
-            "pin" => o.pin = args.parsed(parse_on_off)?,
-            "retries" => o.retries = args.number()?,
-            "executor" => {
-                o.spin = args.parsed(|s| match s {
-                    "park" => Ok(false),
-                    "spin" => Ok(true),
-                    _ => Err(format!("{s:?}: expected park or spin")),
-                })?
-            }
-            "sync-report" => {
-                o.consumer_reports = args.parsed(|s| match s {
-                    "consumer" => Ok(true),
-                    "lookahead" => Ok(false),
-                    _ => Err(format!("{s:?}: expected consumer or lookahead")),
-                })?
-            }
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
+/// The checks across flags.
+fn check(o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
     if o.pages == 0 || o.pages > MAX_PAGES {
         return bad(format!(
@@ -406,7 +373,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     if o.rows.is_empty() {
         return bad("--rows names no row".into());
     }
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// The storage: latency over memory, counting reads in flight.
@@ -1307,8 +1274,8 @@ fn measure(o: &Opts) -> io::Result<Measured> {
 /// The JSON rows `remote --json ARGS` prints (`args` without the program
 /// name; `--json` is implied), measured in this process.
 pub fn json_rows(args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
-    let parsed =
-        parse_args(Args::new(args.iter().map(|s| s.to_string()))).map_err(|e| e.line("remote"))?;
+    let parsed = args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
+        .map_err(|e| e.line("remote"))?;
     let Some(mut o) = parsed else {
         return Err("--help is not a measurement".into());
     };
@@ -1359,7 +1326,7 @@ fn run(o: Opts) -> io::Result<()> {
 
 /// The `remote` program: parses the process's command line and runs.
 pub fn main() {
-    args::main("remote", USAGE, parse_args, run);
+    args::clap_main("remote", USAGE, check, run);
 }
 
 #[cfg(test)]
@@ -1367,7 +1334,7 @@ mod tests {
     use super::*;
 
     fn opts(args: &[&str]) -> Opts {
-        parse_args(Args::new(args.iter().map(|s| s.to_string())))
+        args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
             .expect("valid")
             .expect("not --help")
     }
