@@ -1,6 +1,8 @@
-//! A small hand-rolled command-line parser: `--flag`, `--flag VALUE` and
-//! `--flag=VALUE`, and `-h` for `--help`. Errors are [`UsageError`]s;
-//! [`UsageError::exit`] prints one on a single line and exits with code 2.
+//! The scan programs' command lines: clap structs read with [`parse`], the
+//! value syntax they share (sizes such as `8KiB` or `1GiB`, `on`/`off`,
+//! numbers, runtime lists), and the checks across flags. Errors are
+//! [`UsageError`]s; [`UsageError::exit`] prints one on a single line and
+//! exits with code 2.
 
 use std::fmt;
 use std::str::FromStr;
@@ -29,110 +31,6 @@ impl UsageError {
     /// The line [`exit`](Self::exit) prints.
     pub fn line(&self, program: &str) -> String {
         format!("{program}: error: {self}; see '{program} --help'")
-    }
-}
-
-/// One command-line item.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Arg {
-    /// `--name` (with its value split off if given as `--name=value`);
-    /// `-h` is `--help`.
-    Flag(String),
-    /// Anything not starting with `--`.
-    Positional(String),
-}
-
-/// Walks a command line; call [`Args::value`] after a flag that takes one.
-#[derive(Debug)]
-pub struct Args {
-    items: std::vec::IntoIter<String>,
-    /// The value of a `--flag=value` just returned.
-    inline: Option<String>,
-    /// The flag just returned (for messages).
-    current: String,
-}
-
-impl Args {
-    /// Over the process's arguments (without the program name).
-    pub fn from_env() -> Self {
-        Self::new(std::env::args().skip(1))
-    }
-
-    /// Over `items`.
-    pub fn new(items: impl IntoIterator<Item = String>) -> Self {
-        Args {
-            items: items.into_iter().collect::<Vec<_>>().into_iter(),
-            inline: None,
-            current: String::new(),
-        }
-    }
-
-    /// The next item, or `None` at the end. `-h` is returned as the flag
-    /// `help`. A flag given as `--flag=value` whose value is not taken with
-    /// [`value`](Self::value) is an error.
-    pub fn next_arg(&mut self) -> Result<Option<Arg>, UsageError> {
-        if let Some(v) = self.inline.take() {
-            return Err(UsageError(format!(
-                "{} takes no value (got {v:?})",
-                self.current
-            )));
-        }
-        let Some(item) = self.items.next() else {
-            return Ok(None);
-        };
-        if let Some(rest) = item.strip_prefix("--") {
-            let (name, value) = match rest.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (rest, None),
-            };
-            self.current = format!("--{name}");
-            self.inline = value;
-            Ok(Some(Arg::Flag(name.to_string())))
-        } else if item == "-h" {
-            self.current = item;
-            Ok(Some(Arg::Flag("help".to_string())))
-        } else if item.starts_with('-') && item.len() > 1 {
-            Err(UsageError(format!(
-                "unknown option {item:?} (options start with --)"
-            )))
-        } else {
-            Ok(Some(Arg::Positional(item)))
-        }
-    }
-
-    /// The value of the flag just returned.
-    pub fn value(&mut self) -> Result<String, UsageError> {
-        if let Some(v) = self.inline.take() {
-            return Ok(v);
-        }
-        self.items
-            .next()
-            .ok_or_else(|| UsageError(format!("{} needs a value", self.current)))
-    }
-
-    /// The value of the flag just returned, parsed with `parse`.
-    pub fn parsed<T>(
-        &mut self,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Result<T, UsageError> {
-        let v = self.value()?;
-        parse(&v).map_err(|e| UsageError(format!("{}: {e}", self.current)))
-    }
-
-    /// The value of the flag just returned as a number.
-    pub fn number<T: FromStr>(&mut self) -> Result<T, UsageError> {
-        self.parsed(|s| {
-            s.parse::<T>()
-                .map_err(|_| format!("{s:?} is not a valid number"))
-        })
-    }
-
-    /// An error for an unknown flag.
-    pub fn unknown(&self, arg: &Arg) -> UsageError {
-        match arg {
-            Arg::Flag(f) => UsageError(format!("unknown option --{f}")),
-            Arg::Positional(p) => UsageError(format!("unexpected argument {p:?}")),
-        }
     }
 }
 
@@ -231,7 +129,7 @@ pub fn clap_main<C: clap::Parser, O>(
     main(
         program,
         usage,
-        |args| parse_checked(usage, args.items, check),
+        |items| parse_checked(usage, items, check),
         run,
     );
 }
@@ -331,18 +229,18 @@ pub fn check_block_size(block_size: usize, size: u64) -> Result<(), UsageError> 
     Ok(())
 }
 
-/// The `main` of an example program: parses the command line with `parse`
-/// (`Ok(None)` asks for the usage text, printed to stdout; an error is
-/// printed as one line with [`UsageError::exit`] and exits with 2), then
-/// runs `run`; an error from it is printed as `program: error: …` and exits
-/// with 1.
+/// The `main` of a scan program: parses the command line (without the
+/// program name) with `parse` (`Ok(None)` asks for the usage text, printed
+/// to stdout; an error is printed as one line with [`UsageError::exit`] and
+/// exits with 2), then runs `run`; an error from it is printed as
+/// `program: error: …` and exits with 1.
 pub fn main<O>(
     program: &str,
     usage: &str,
-    parse: impl FnOnce(Args) -> Result<Option<O>, UsageError>,
+    parse: impl FnOnce(Vec<String>) -> Result<Option<O>, UsageError>,
     run: impl FnOnce(O) -> std::io::Result<()>,
 ) {
-    let opts = match parse(Args::from_env()) {
+    let opts = match parse(std::env::args().skip(1).collect()) {
         Ok(Some(o)) => o,
         Ok(None) => {
             println!("{usage}");
@@ -402,10 +300,6 @@ pub fn format_size(bytes: u64) -> String {
 mod tests {
     use super::*;
 
-    fn args(v: &[&str]) -> Args {
-        Args::new(v.iter().map(|s| s.to_string()))
-    }
-
     #[test]
     fn sizes() {
         assert_eq!(parse_size("1GiB"), Ok(1 << 30));
@@ -424,39 +318,66 @@ mod tests {
         assert_eq!(format_size(1000), "1000B");
     }
 
-    #[test]
-    fn flags_and_values() {
-        let mut a = args(&["--max-ios", "8", "--size=1GiB", "--json", "x"]);
-        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("max-ios".into())));
-        assert_eq!(a.number::<usize>().unwrap(), 8);
-        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("size".into())));
-        assert_eq!(a.parsed(parse_size).unwrap(), 1 << 30);
-        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("json".into())));
-        assert_eq!(a.next_arg().unwrap(), Some(Arg::Positional("x".into())));
-        assert_eq!(a.next_arg().unwrap(), None);
+    const USAGE: &str = "usage: prog [options]";
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[arg(long, default_value = "16", value_parser = number::<usize>)]
+        max_ios: usize,
+        #[arg(long, default_value = "8KiB", value_parser = parse_size)]
+        size: u64,
+        #[arg(long, value_parser = number::<i64>)]
+        offset: Option<i64>,
+        #[arg(long)]
+        json: bool,
+    }
+
+    fn parse_line(v: &[&str]) -> Result<Option<Cli>, UsageError> {
+        parse(USAGE, v.iter().map(|s| s.to_string()))
+    }
+
+    fn error(v: &[&str]) -> String {
+        parse_line(v).expect_err("a usage error").0
     }
 
     #[test]
-    fn errors() {
-        let mut a = args(&["--max-ios"]);
-        a.next_arg().unwrap();
-        assert!(a.number::<usize>().unwrap_err().0.contains("needs a value"));
-        let mut a = args(&["--max-ios", "many"]);
-        a.next_arg().unwrap();
-        let e = a.number::<usize>().unwrap_err().0;
-        assert!(e.contains("--max-ios") && e.contains("many"), "{e}");
-        let mut a = args(&["--json=1", "--x"]);
-        a.next_arg().unwrap();
-        assert!(a.next_arg().unwrap_err().0.contains("takes no value"));
-        let mut a = args(&["-x"]);
-        assert!(a.next_arg().is_err());
+    fn flags_and_values() {
+        let c = parse_line(&["--max-ios", "8", "--size=1GiB", "--json"])
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.max_ios, c.size, c.json), (8, 1 << 30, true));
+        let c = parse_line(&[]).unwrap().unwrap();
+        assert_eq!(
+            (c.max_ios, c.size, c.offset, c.json),
+            (16, 8192, None, false)
+        );
+        // The last of a repeated flag wins; a value may start with '-'.
+        let c = parse_line(&["--max-ios", "1", "--max-ios", "2", "--offset", "-3"])
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.max_ios, c.offset), (2, Some(-3)));
+    }
+
+    #[test]
+    fn errors_in_the_programs_words() {
+        assert_eq!(error(&["--max-ios"]), "--max-ios needs a value");
+        assert_eq!(
+            error(&["--max-ios", "many"]),
+            r#"--max-ios: "many" is not a valid number"#
+        );
+        assert_eq!(error(&["--json=1"]), r#"--json takes no value (got "1")"#);
+        assert_eq!(error(&["--bogus"]), "unknown option --bogus");
+        assert_eq!(
+            error(&["-x"]),
+            r#"unknown option "-x" (options start with --)"#
+        );
+        assert_eq!(error(&["stray"]), r#"unexpected argument "stray""#);
     }
 
     #[test]
     fn short_help_is_help() {
-        let mut a = args(&["-h", "--help"]);
-        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("help".into())));
-        assert_eq!(a.next_arg().unwrap(), Some(Arg::Flag("help".into())));
+        assert!(parse_line(&["-h"]).unwrap().is_none());
+        assert!(parse_line(&["--max-ios", "3", "--help"]).unwrap().is_none());
         let line = UsageError("unknown option --x".into()).line("prog");
         assert_eq!(line, "prog: error: unknown option --x; see 'prog --help'");
     }
