@@ -34,6 +34,12 @@ impl Cache {
         }
     }
 
+    /// Whether a run in this state can run on `rt`: warm means the OS page
+    /// cache, which glommio's O_DIRECT-only reads bypass.
+    pub fn runs_on(self, rt: pagestream_runtimes::Runtime) -> bool {
+        self != Cache::Warm || rt.supports_buffered()
+    }
+
     /// Parses `s` as one of `accepted`, or as `all` when `all` lists what
     /// that means; the error names what is accepted ("expected cold, warm,
     /// hot or all").
@@ -161,35 +167,30 @@ pub fn warm(file: &File) -> io::Result<u64> {
     }
 }
 
-/// Whether a run in cache mode "warm" (`warm`) or another mode can run on
-/// `rt`: warm means the OS page cache, which glommio's O_DIRECT-only reads
-/// bypass.
-pub fn runs_on(rt: pagestream_runtimes::Runtime, warm: bool) -> bool {
-    !warm || rt.supports_buffered()
-}
-
-/// Checks a scan program's cache modes against `--direct` and its runtimes:
-/// `--direct` drops the warm mode (an error when warm is all that was asked
-/// for, `cache_given`), and some mode must run on some runtime.
-pub fn check_modes<M: Copy + PartialEq>(
+/// The cache states a scan program runs: `given` (`--cache`, if given) or
+/// `default`, checked against `--direct` and the runtimes: `--direct` drops
+/// the warm state (an error when warm is all that was asked for), and some
+/// state must run on some runtime ([`Cache::runs_on`]).
+pub fn check_modes(
     direct: bool,
-    cache_given: bool,
-    modes: &mut Vec<M>,
-    warm: M,
+    given: Option<Vec<Cache>>,
+    default: &[Cache],
     runtimes: &[pagestream_runtimes::Runtime],
-) -> Result<(), crate::args::UsageError> {
+) -> Result<Vec<Cache>, crate::args::UsageError> {
     use crate::args::UsageError;
+    let cache_given = given.is_some();
+    let mut modes = given.unwrap_or_else(|| default.to_vec());
     if direct {
-        if cache_given && modes.as_slice() == [warm] {
+        if cache_given && modes == [Cache::Warm] {
             return Err(UsageError(
                 "--cache warm means the OS page cache, which --direct bypasses".into(),
             ));
         }
-        modes.retain(|&m| m != warm);
+        modes.retain(|&m| m != Cache::Warm);
     }
     if !runtimes
         .iter()
-        .any(|&rt| modes.iter().any(|&m| runs_on(rt, m == warm)))
+        .any(|&rt| modes.iter().any(|&m| m.runs_on(rt)))
     {
         return Err(UsageError(
             "--cache warm means the OS page cache, which glommio's O_DIRECT reads bypass; \
@@ -197,7 +198,7 @@ pub fn check_modes<M: Copy + PartialEq>(
                 .into(),
         ));
     }
-    Ok(())
+    Ok(modes)
 }
 
 #[cfg(test)]

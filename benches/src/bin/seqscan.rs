@@ -168,21 +168,8 @@ fn check(mut o: Opts) -> Result<Opts, UsageError> {
         at_least_one("pool-frames", f)?;
     }
     check_block_size(o.block_size, o.size)?;
-    let cache_given = o.cache.is_some();
-    o.modes = o.cache.clone().unwrap_or_else(|| ALL.to_vec());
-    cache::check_modes(
-        o.direct,
-        cache_given,
-        &mut o.modes,
-        Cache::Warm,
-        &o.runtimes,
-    )?;
+    o.modes = cache::check_modes(o.direct, o.cache.take(), &ALL, &o.runtimes)?;
     Ok(o)
-}
-
-/// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
-fn runs_on(rt: Runtime, mode: Cache) -> bool {
-    cache::runs_on(rt, mode == Cache::Warm)
 }
 
 /// Whether scans on `rt` open the file with O_DIRECT.
@@ -475,7 +462,7 @@ impl Workload for Scans<'_> {
         let mut runs = Vec::new();
         for rep in 0..sh.o.repeat {
             for &mode in &sh.o.modes {
-                if !runs_on(self.runtime, mode) {
+                if !mode.runs_on(self.runtime) {
                     continue;
                 }
                 let batch = match mode {
@@ -805,7 +792,7 @@ fn run(o: Opts) -> io::Result<()> {
         .runtimes
         .iter()
         .copied()
-        .find(|&rt| o.modes.contains(&Cache::Warm) && runs_on(rt, Cache::Warm));
+        .find(|&rt| o.modes.contains(&Cache::Warm) && Cache::Warm.runs_on(rt));
     let memory_loop_rt = o.modes.contains(&Cache::Hot).then(|| o.runtimes[0]);
     let options = Options::default()
         .threads(o.threads)
@@ -813,7 +800,7 @@ fn run(o: Opts) -> io::Result<()> {
         .cached_depth(o.cached_depth);
     for &rt in &o.runtimes {
         for &mode in &o.modes {
-            if !runs_on(rt, mode) {
+            if !mode.runs_on(rt) {
                 let why = format!(
                     "seqscan: {rt} {} skipped: {rt} reads with O_DIRECT only (DMA files), and {} \
                      means the OS page cache, which O_DIRECT bypasses",

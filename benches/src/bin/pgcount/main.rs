@@ -144,21 +144,8 @@ fn check(mut o: Opts) -> Result<Opts, UsageError> {
             o.segment_bytes
         ));
     }
-    let cache_given = o.cache.is_some();
-    o.modes = o.cache.clone().unwrap_or_else(|| vec![Cache::None]);
-    cache::check_modes(
-        o.direct,
-        cache_given,
-        &mut o.modes,
-        Cache::Warm,
-        &o.runtimes,
-    )?;
+    o.modes = cache::check_modes(o.direct, o.cache.take(), &[Cache::None], &o.runtimes)?;
     Ok(o)
-}
-
-/// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
-fn runs_on(rt: Runtime, mode: Cache) -> bool {
-    cache::runs_on(rt, mode == Cache::Warm)
 }
 
 /// The relation: its segment files and their blocks.
@@ -462,7 +449,7 @@ impl Workload for Scans<'_> {
         let mut runs = Vec::new();
         for rep in 0..o.repeat {
             for &mode in &o.modes {
-                if !runs_on(self.runtime, mode) {
+                if !mode.runs_on(self.runtime) {
                     continue;
                 }
                 let resident = match mode {
@@ -643,7 +630,7 @@ fn run(o: Opts) -> io::Result<()> {
     let mut runs: Vec<Run> = Vec::new();
     for &rt in &o.runtimes {
         for &mode in &o.modes {
-            if !runs_on(rt, mode) {
+            if !mode.runs_on(rt) {
                 eprintln!(
                     "pgcount: {rt} {} skipped: {rt} reads with O_DIRECT only, and warm means \
                      the OS page cache, which O_DIRECT bypasses",
