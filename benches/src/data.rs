@@ -1,4 +1,4 @@
-//! Stamped data files for the examples, created once and reused.
+//! Stamped data files for the scan programs, created once and reused.
 
 use crate::args::format_size;
 use pagestream::testing::stamp;
@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// Seed of the examples' default data files.
+/// Seed of the scan programs' default data files.
 pub const DEFAULT_SEED: u64 = 0x5EC5_CA4D_A7A0_0001;
 
 /// Where default data files live: `$CARGO_TARGET_DIR/pagestream-data`, or

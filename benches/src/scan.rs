@@ -1,10 +1,10 @@
 //! One measured configuration: [`ScanConfig`] in, [`RunResult`]s out.
 //!
-//! [`run_scan`] prepares the page cache the way the example programs do
+//! [`run_scan`] prepares the page cache the way the scan programs do
 //! (`cold`: `fsync` + `POSIX_FADV_DONTNEED`, checked with `mincore`; `warm`:
 //! read once, checked resident; `hot`: pagestream's pool holds every block
 //! of the pattern) and times one pass over the pattern's blocks with the
-//! chosen engine, checksumming every page with the examples' order-independent
+//! chosen engine, checksumming every page with the scan programs' order-independent
 //! checksum. Engines are started before the timing (a warm-up read through
 //! a separate pool, before the cache is prepared), so a run measures reading,
 //! not thread start-up.
@@ -420,7 +420,7 @@ impl RunResult {
         self.blocks as f64 / self.seconds
     }
 
-    /// The run as a JSON object, with the example programs' field names.
+    /// The run as a JSON object, with the scan programs' field names.
     pub fn json(&self) -> Value {
         let c = &self.cfg;
         let mut m = Map::new();
