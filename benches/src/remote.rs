@@ -1333,6 +1333,29 @@ pub fn main() {
 mod tests {
     use super::*;
 
+    /// What `report` runs: the rows asked for, as JSON, in this process;
+    /// a bad command line is the program's usage line.
+    #[test]
+    fn json_rows_in_process() {
+        let rows = json_rows(&[
+            "--pages",
+            "200",
+            "--latency-ms",
+            "0.05",
+            "--repeat",
+            "1",
+            "--retries",
+            "0",
+            "--rows",
+            "combine16,one-at-a-time",
+        ])
+        .expect("runs");
+        let names: Vec<&str> = rows.iter().map(|r| r["row"].as_str().unwrap()).collect();
+        assert_eq!(names, ["one-at-a-time", "combine16"]);
+        let e = json_rows(&["--pages", "0"]).unwrap_err();
+        assert!(e.starts_with("remote: error: --pages"), "{e}");
+    }
+
     fn opts(args: &[&str]) -> Opts {
         args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
             .expect("valid")
