@@ -1,8 +1,9 @@
 //! The command line: `scan` and `report`.
 
 use crate::args::{
-    self, check_block_size, number, parse_block_size, parse_on_off, parse_size, List, UsageError,
+    self, check_block_size, number, parse_block_size, parse_on_off, List, UsageError,
 };
+use crate::data::FileArgs;
 use crate::pattern::Pattern;
 use crate::scan::{check, Cache, Engine, ScanConfig};
 use clap::ArgAction;
@@ -127,12 +128,8 @@ struct ScanArgs {
     direct: bool,
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     readahead: bool,
-    #[arg(long)]
-    file: Option<PathBuf>,
-    #[arg(long)]
-    create: bool,
-    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
-    size: u64,
+    #[command(flatten)]
+    data: FileArgs,
     #[arg(long, default_value = "8192", value_parser = parse_block_size)]
     block_size: usize,
     #[arg(long, default_value = "16", value_parser = number::<usize>)]
@@ -175,9 +172,9 @@ impl ScanArgs {
                 full: a.full,
                 nowait: a.nowait,
             },
-            file: a.file,
-            create: a.create,
-            size: a.size,
+            file: a.data.file,
+            create: a.data.create,
+            size: a.data.size,
             repeat: a.repeat,
             json: a.json,
         };

@@ -25,6 +25,34 @@ pub fn data_dir() -> PathBuf {
     }
 }
 
+/// `--file PATH`, `--create`, `--size SIZE` (default 1GiB): the data file
+/// a scan program reads, as [`scan_file`] finds or creates it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FileArgs {
+    /// `--file`: the data file (default: the stamped file for `size`).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// `--create`: a missing `--file` is created.
+    #[arg(long)]
+    pub create: bool,
+    /// `--size`: the size of a file to create.
+    #[arg(long, default_value = "1GiB", value_parser = crate::args::parse_size)]
+    pub size: u64,
+}
+
+impl FileArgs {
+    /// [`scan_file`] for these flags.
+    pub fn scan_file(&self, program: &str, block_size: usize) -> io::Result<(PathBuf, u64)> {
+        scan_file(
+            program,
+            self.file.as_deref(),
+            self.create,
+            self.size,
+            block_size,
+        )
+    }
+}
+
 /// The file a scan reads and its number of whole `block_size` blocks.
 ///
 /// - A file the user named (`file`) that exists is scanned as it is, never

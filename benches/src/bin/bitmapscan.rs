@@ -48,10 +48,10 @@ use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, StreamStats};
 use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_combine, check_max_ios, format_size, number,
-    parse_block_size, parse_size, List, UsageError,
+    parse_block_size, List, UsageError,
 };
 use pagestream_bench::cache;
-use pagestream_bench::data;
+use pagestream_bench::data::FileArgs;
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fs::File;
@@ -124,12 +124,8 @@ impl Mode {
 
 #[derive(Debug, clap::Parser)]
 struct Opts {
-    #[arg(long)]
-    file: Option<PathBuf>,
-    #[arg(long)]
-    create: bool,
-    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
-    size: u64,
+    #[command(flatten)]
+    data: FileArgs,
     #[arg(long, default_value = "0.001", value_parser = number::<f64>)]
     density: f64,
     #[arg(long, default_value = "uniform", value_parser = |s: &str| match s {
@@ -201,7 +197,7 @@ fn check(o: Opts) -> Result<Opts, UsageError> {
     for &m in &o.max_ios {
         check_max_ios(m)?;
     }
-    check_block_size(o.block_size, o.size)?;
+    check_block_size(o.block_size, o.data.size)?;
     if o.block_size < TUPLE {
         return bad(format!(
             "--block-size {} is smaller than one {TUPLE}-byte tuple",
@@ -465,13 +461,7 @@ fn json(o: &Opts, r: &Run, path: &str, blocks: u64, bitmap: &Bitmap) -> JsonObje
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) = data::scan_file(
-        "bitmapscan",
-        o.file.as_deref(),
-        o.create,
-        o.size,
-        o.block_size,
-    )?;
+    let (path, nblocks) = o.data.scan_file("bitmapscan", o.block_size)?;
     let per_page = o.block_size / TUPLE;
     let cond = Condition::new(&o, nblocks);
     let bitmap = Bitmap::build(&cond, nblocks, per_page, o.exact_pages);

@@ -17,10 +17,10 @@ use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, StreamStats};
 use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_combine, check_max_ios, format_size, number,
-    parse_block_size, parse_on_off, parse_runtimes, parse_size, List, UsageError,
+    parse_block_size, parse_on_off, parse_runtimes, List, UsageError,
 };
 use pagestream_bench::cache::{self, Cache};
-use pagestream_bench::data;
+use pagestream_bench::data::FileArgs;
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
@@ -58,12 +58,8 @@ options:
 
 #[derive(Debug, clap::Parser)]
 struct Opts {
-    #[arg(long)]
-    file: Option<PathBuf>,
-    #[arg(long)]
-    create: bool,
-    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
-    size: u64,
+    #[command(flatten)]
+    data: FileArgs,
     #[arg(long = "runtime", default_value = "threadpool", value_parser = parse_runtimes)]
     runtimes: List<Runtime>,
     #[arg(long = "cache", default_value = "cold", value_parser = |s: &str| {
@@ -91,7 +87,7 @@ fn check(o: Opts) -> Result<Opts, UsageError> {
     at_least_one("repeat", o.repeat)?;
     check_combine(o.combine)?;
     check_max_ios(o.max_ios)?;
-    check_block_size(o.block_size, o.size)?;
+    check_block_size(o.block_size, o.data.size)?;
     let direct_only = o.direct || o.runtimes.iter().all(|rt| !rt.supports_buffered());
     if o.mode == Cache::Warm && direct_only {
         return Err(UsageError(
@@ -258,8 +254,7 @@ impl Workload for Loads<'_> {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) =
-        data::scan_file("prewarm", o.file.as_deref(), o.create, o.size, o.block_size)?;
+    let (path, nblocks) = o.data.scan_file("prewarm", o.block_size)?;
     let plain = File::open(&path)?;
     let sh = Shared {
         o,

@@ -44,7 +44,7 @@ use pagestream_bench::args::{
 };
 use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::checksum::Checksum;
-use pagestream_bench::data;
+use pagestream_bench::data::FileArgs;
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{EngineCounters, Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
@@ -103,12 +103,8 @@ type RingSetting = Option<usize>;
 struct Opts {
     #[arg(long = "runtime", default_value = "all", value_parser = parse_runtimes)]
     runtimes: List<Runtime>,
-    #[arg(long)]
-    file: Option<PathBuf>,
-    #[arg(long)]
-    create: bool,
-    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
-    size: u64,
+    #[command(flatten)]
+    data: FileArgs,
     /// `--cache` as given (`None`: all).
     #[arg(long = "cache", value_parser = |s: &str| Cache::parse(s, &ALL, Some(&ALL)))]
     cache: Option<List<Cache>>,
@@ -167,7 +163,7 @@ fn check(mut o: Opts) -> Result<Opts, UsageError> {
     if let Some(f) = o.pool_frames {
         at_least_one("pool-frames", f)?;
     }
-    check_block_size(o.block_size, o.size)?;
+    check_block_size(o.block_size, o.data.size)?;
     o.modes = cache::check_modes(o.direct, o.cache.take(), &ALL, &o.runtimes)?;
     Ok(o)
 }
@@ -731,8 +727,7 @@ fn print_row(r: &Run) {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) =
-        data::scan_file("seqscan", o.file.as_deref(), o.create, o.size, o.block_size)?;
+    let (path, nblocks) = o.data.scan_file("seqscan", o.block_size)?;
     if o.modes.contains(&Cache::Hot) {
         if let Some(f) = o.pool_frames {
             if (f as u64) < nblocks {
