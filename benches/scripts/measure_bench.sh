@@ -4,7 +4,7 @@
 # (the lock every measurement script on this machine takes) and, holding it,
 # first waits (up to 300 s) until no other process uses more than 5% CPU,
 # the CPUs are at least 90% idle over a second and the disks moved less
-# than 1 MiB in 2 s (as examples/scripts/measure_backscan.sh), logging the
+# than 1 MiB in 2 s (as benches/scripts/measure_backscan.sh), logging the
 # busiest processes before and after. Logs go to target/measure/bench-*.txt.
 #
 # Usage: benches/scripts/measure_bench.sh [STEP...]     (from anywhere)
@@ -19,7 +19,7 @@ set -u
 cd "$(dirname "$0")/../.."
 lock=/tmp/pagestream-measure.lock
 out=target/measure
-. examples/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
+. benches/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
 if [ "${1:-}" = "--step" ]; then # under the lock: wait for quiet, run, log
   name=$2; shift 2
   log=$out/bench-$name.txt
@@ -32,8 +32,6 @@ if [ "${1:-}" = "--step" ]; then # under the lock: wait for quiet, run, log
 fi
 mkdir -p "$out"
 cargo build --release -q -p pagestream-bench --bin pagestream-bench || exit 1
-# The remote rows come from the examples' remote binary, if it builds.
-cargo build --release -q --bin remote 2> /dev/null || echo "note: remote does not build; report section 5 says so"
 cargo bench -q -p pagestream-bench --bench micro --no-run 2> /dev/null || exit 1
 bin=./target/release/pagestream-bench
 # Create the data files outside any measured step.

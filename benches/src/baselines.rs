@@ -12,8 +12,8 @@
 //!   (concurrency `max_ios`, merged requests up to `io_combine_limit`
 //!   blocks) for the other patterns. O_DIRECT only.
 
+use crate::checksum::Checksum;
 use crate::scan::{RunResult, ScanConfig, Target, Timer};
-use pagestream_examples::checksum::Checksum;
 use serde_json::json;
 use std::alloc::Layout;
 use std::fs::File;

@@ -1,9 +1,12 @@
 //! The command line: `scan` and `report`.
 
+use crate::args::{
+    self, check_block_size, number, parse_block_size, parse_on_off, List, UsageError,
+};
+use crate::data::FileArgs;
 use crate::pattern::Pattern;
 use crate::scan::{check, Cache, Engine, ScanConfig};
-use pagestream_examples::args::{check_block_size, parse_block_size, parse_on_off, parse_size};
-use pagestream_examples::args::{Arg, Args, UsageError};
+use clap::ArgAction;
 use std::path::PathBuf;
 
 /// Usage text.
@@ -87,135 +90,137 @@ pub enum Command {
 }
 
 /// Parses a command line (without the program name); `Ok(None)` asks for
-/// the usage text.
-pub fn parse(mut args: Args) -> Result<Option<Command>, UsageError> {
-    let sub = match args.next_arg()? {
-        None => return Err(UsageError("expected a command: scan or report".into())),
-        Some(Arg::Flag(f)) if f == "help" => return Ok(None),
-        Some(Arg::Positional(p)) => p,
-        Some(a) => {
-            return Err(UsageError(format!(
-                "expected a command (scan or report) before {}",
-                match a {
-                    Arg::Flag(f) => format!("--{f}"),
-                    Arg::Positional(p) => p,
-                }
-            )))
-        }
+/// the usage text. The command is the first word; its options are read
+/// with clap ([`args::parse`]).
+pub fn parse(items: Vec<String>) -> Result<Option<Command>, UsageError> {
+    let mut items = items.into_iter();
+    let Some(sub) = items.next() else {
+        return Err(UsageError("expected a command: scan or report".into()));
     };
     match sub.as_str() {
-        "scan" => parse_scan(args).map(|o| o.map(Command::Scan)),
-        "report" => parse_report(args).map(|o| o.map(Command::Report)),
-        "help" => Ok(None),
+        "scan" => args::parse_checked(USAGE, items, ScanArgs::check).map(|o| o.map(Command::Scan)),
+        "report" => {
+            args::parse_checked(USAGE, items, ReportArgs::check).map(|o| o.map(Command::Report))
+        }
+        "help" | "-h" | "--help" => Ok(None),
+        flag if flag.starts_with('-') => Err(UsageError(format!(
+            "expected a command (scan or report) before {flag}"
+        ))),
         other => Err(UsageError(format!(
             "unknown command {other:?}: expected scan or report"
         ))),
     }
 }
 
-fn parse_scan(mut args: Args) -> Result<Option<ScanOpts>, UsageError> {
-    let mut engine = None;
-    let mut pattern = None;
-    let mut cache = None;
-    let mut o = ScanOpts {
-        cfg: ScanConfig {
-            engine: Engine::ThreadPool,
-            pattern: Pattern::Forward,
-            cache: Cache::Cold,
-            direct: false,
-            readahead: true,
-            block_size: 8192,
-            combine: 16,
-            max_ios: 16,
-            pool_frames: 16384,
-            backward_combining: true,
-            seed: 1,
-            full: false,
-            nowait: true,
-        },
-        file: None,
-        create: false,
-        size: 1 << 30,
-        repeat: 1,
-        json: false,
-    };
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        let c = &mut o.cfg;
-        match name.as_str() {
-            "help" => return Ok(None),
-            "engine" => engine = Some(args.parsed(|s| s.parse::<Engine>())?),
-            "pattern" => pattern = Some(args.parsed(|s| s.parse::<Pattern>())?),
-            "cache" => cache = Some(args.parsed(|s| s.parse::<Cache>())?),
-            "direct" => c.direct = true,
-            "readahead" => c.readahead = args.parsed(parse_on_off)?,
-            "file" => o.file = Some(PathBuf::from(args.value()?)),
-            "create" => o.create = true,
-            "size" => o.size = args.parsed(parse_size)?,
-            "block-size" => c.block_size = args.parsed(parse_block_size)?,
-            "combine" => c.combine = args.number()?,
-            "max-ios" => c.max_ios = args.number()?,
-            "pool-frames" => c.pool_frames = args.number()?,
-            "no-backward-combining" => c.backward_combining = false,
-            "full" => c.full = true,
-            "nowait" => c.nowait = args.parsed(parse_on_off)?,
-            "seed" => c.seed = args.number()?,
-            "repeat" => o.repeat = args.number()?,
-            "json" => o.json = true,
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
-    let missing = |f: &str| UsageError(format!("{f} is required"));
-    o.cfg.engine = engine.ok_or_else(|| missing("--engine"))?;
-    o.cfg.pattern = pattern.ok_or_else(|| missing("--pattern"))?;
-    o.cfg.cache = cache.ok_or_else(|| missing("--cache"))?;
-    if o.repeat == 0 {
-        return Err(UsageError("--repeat must be at least 1".into()));
-    }
-    check_block_size(o.cfg.block_size, o.size)?;
-    if o.cfg.engine.direct_only() {
-        o.cfg.direct = true;
-    }
-    check(&o.cfg).map_err(UsageError)?;
-    Ok(Some(o))
+/// `scan`'s command line.
+#[derive(Debug, clap::Parser)]
+struct ScanArgs {
+    #[arg(long, value_parser = |s: &str| s.parse::<Engine>())]
+    engine: Option<Engine>,
+    #[arg(long, value_parser = |s: &str| s.parse::<Pattern>())]
+    pattern: Option<Pattern>,
+    #[arg(long, value_parser = |s: &str| {
+        let three = [Cache::Cold, Cache::Warm, Cache::Hot];
+        Cache::parse(s, &three, None).map(|v| v[0])
+    })]
+    cache: Option<Cache>,
+    #[arg(long)]
+    direct: bool,
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
+    readahead: bool,
+    #[command(flatten)]
+    data: FileArgs,
+    #[arg(long, default_value = "8192", value_parser = parse_block_size)]
+    block_size: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    combine: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    max_ios: usize,
+    #[arg(long, default_value = "16384", value_parser = number::<usize>)]
+    pool_frames: usize,
+    #[arg(long = "no-backward-combining", action = ArgAction::SetFalse)]
+    backward_combining: bool,
+    #[arg(long)]
+    full: bool,
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
+    nowait: bool,
+    #[arg(long, default_value = "1", value_parser = number::<u64>)]
+    seed: u64,
+    #[arg(long, default_value = "1", value_parser = number::<usize>)]
+    repeat: usize,
+    #[arg(long)]
+    json: bool,
 }
 
-fn parse_report(mut args: Args) -> Result<Option<ReportOpts>, UsageError> {
-    let mut o = ReportOpts {
-        quick: false,
-        out: None,
-        repeat: None,
-        only: vec![1, 2, 3, 4, 5],
-    };
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
+impl ScanArgs {
+    /// The checks across flags.
+    fn check(a: ScanArgs) -> Result<ScanOpts, UsageError> {
+        let missing = |f: &str| UsageError(format!("{f} is required"));
+        let mut o = ScanOpts {
+            cfg: ScanConfig {
+                engine: a.engine.ok_or_else(|| missing("--engine"))?,
+                pattern: a.pattern.ok_or_else(|| missing("--pattern"))?,
+                cache: a.cache.ok_or_else(|| missing("--cache"))?,
+                direct: a.direct,
+                readahead: a.readahead,
+                block_size: a.block_size,
+                combine: a.combine,
+                max_ios: a.max_ios,
+                pool_frames: a.pool_frames,
+                backward_combining: a.backward_combining,
+                seed: a.seed,
+                full: a.full,
+                nowait: a.nowait,
+            },
+            file: a.data.file,
+            create: a.data.create,
+            size: a.data.size,
+            repeat: a.repeat,
+            json: a.json,
         };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "quick" => o.quick = true,
-            "out" => o.out = Some(PathBuf::from(args.value()?)),
-            "repeat" => {
-                let n: usize = args.number()?;
-                if n == 0 {
-                    return Err(UsageError("--repeat must be at least 1".into()));
-                }
-                o.repeat = Some(n);
-            }
-            "only" => {
-                o.only = args.parsed(|s| {
-                    s.split(',')
-                        .map(|p| match p.trim().parse::<u8>() {
-                            Ok(n @ 1..=5) => Ok(n),
-                            _ => Err(format!("{p:?}: expected section numbers 1 to 5")),
-                        })
-                        .collect()
-                })?
-            }
-            _ => return Err(args.unknown(&arg)),
+        if o.repeat == 0 {
+            return Err(UsageError("--repeat must be at least 1".into()));
         }
+        check_block_size(o.cfg.block_size, o.size)?;
+        if o.cfg.engine.direct_only() {
+            o.cfg.direct = true;
+        }
+        check(&o.cfg).map_err(UsageError)?;
+        Ok(o)
     }
-    Ok(Some(o))
+}
+
+/// `report`'s command line.
+#[derive(Debug, clap::Parser)]
+struct ReportArgs {
+    #[arg(long)]
+    quick: bool,
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long, value_parser = number::<usize>)]
+    repeat: Option<usize>,
+    #[arg(long, default_value = "1,2,3,4,5", value_parser = |s: &str| {
+        s.split(',')
+            .map(|p| match p.trim().parse::<u8>() {
+                Ok(n @ 1..=5) => Ok(n),
+                _ => Err(format!("{p:?}: expected section numbers 1 to 5")),
+            })
+            .collect::<Result<List<u8>, String>>()
+    })]
+    only: List<u8>,
+}
+
+impl ReportArgs {
+    /// The checks across flags.
+    fn check(a: ReportArgs) -> Result<ReportOpts, UsageError> {
+        if a.repeat == Some(0) {
+            return Err(UsageError("--repeat must be at least 1".into()));
+        }
+        Ok(ReportOpts {
+            quick: a.quick,
+            out: a.out,
+            repeat: a.repeat,
+            only: a.only,
+        })
+    }
 }

@@ -9,16 +9,37 @@
 //! - [`baselines`]: pread loop, fadvise prefetch, tokio::fs, glommio's readers;
 //! - [`fio`]: running fio and parsing its JSON;
 //! - [`cli`]: the command line;
-//! - [`report`]: the standard matrix, its tables, JSON and charts.
+//! - [`report`]: the standard matrix, its tables, JSON and charts;
+//! - [`remote`]: the `remote` program's measurement, which the report runs
+//!   in this process.
+//!
+//! The scan programs (`seqscan`, `backscan`, `bitmapscan`, `prewarm`,
+//! `pgcount`, `remote`, in `src/bin/`) share:
+//!
+//! - [`args`]: command-line value syntax (sizes, on/off, numbers) and usage
+//!   errors that print one line and exit with code 2;
+//! - [`data`]: stamped data files, created once under the workspace's
+//!   `target/pagestream-data/`;
+//! - [`cache`]: OS page-cache control: evict, measure residency (`mincore`),
+//!   warm;
+//! - [`checksum`]: the per-page checksum every scan computes, so runs over
+//!   the same blocks can be compared;
+//! - [`timing`]: timing rows, medians, and JSON output.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![allow(async_fn_in_trait, clippy::future_not_send)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+pub mod args;
 pub mod baselines;
+pub mod cache;
 pub mod chart;
+pub mod checksum;
 pub mod cli;
+pub mod data;
 pub mod fio;
 pub mod pattern;
+pub mod remote;
 pub mod report;
 pub mod scan;
+pub mod timing;

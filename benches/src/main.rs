@@ -8,7 +8,7 @@
 //!
 //! ## Method
 //!
-//! - **Data**: the examples' stamped file (`target/pagestream-data/
+//! - **Data**: the scan programs' stamped file (`target/pagestream-data/
 //!   seqscan-<size>.dat`, created once), or `--file`.
 //! - **Blocks**: every pattern is a block list computed before the timing
 //!   (`random`: all blocks once, seeded Fisher–Yates; `bitmap:D`:
@@ -20,19 +20,19 @@
 //!   pool, so hot is the OS page cache for them.
 //! - **Timing**: from the first read to the last page checksummed, in the
 //!   process (fio: its own `bw_bytes`; its start-up is not timed).
-//! - **Checksum**: the examples' order-independent sum of per-page hashes of
+//! - **Checksum**: the scan programs' order-independent sum of per-page hashes of
 //!   (block number, first and last 64 bytes): every engine and pattern over
 //!   the same blocks prints the same value; fio's is `null`.
 //! - **report**: engines alternate run by run inside every row, ≥ 5 repeats
 //!   (3 with `--quick`), medians with min–max, ratios to the best baseline
 //!   and to fio.
 
+use pagestream_bench::args::{self, format_size};
 use pagestream_bench::cli::{self, Command, ScanOpts, USAGE};
+use pagestream_bench::data;
 use pagestream_bench::report;
 use pagestream_bench::scan::{run_scan, Target};
-use pagestream_examples::args::{self, format_size};
-use pagestream_examples::data;
-use pagestream_examples::report::Spread;
+use pagestream_bench::timing::Spread;
 use std::io;
 
 fn scan(o: ScanOpts) -> io::Result<()> {

@@ -15,21 +15,21 @@
 //! and the rest goes on. Every run's checksum is compared with every other
 //! run over the same block set.
 
+use crate::args::format_size;
 use crate::chart::{self, Series};
 use crate::cli::ReportOpts;
+use crate::data;
 use crate::pattern::Pattern;
 use crate::scan::{check, run_scan, Cache, Engine, RunResult, ScanConfig, Target};
+use crate::timing::Spread;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pagestream_examples::args::format_size;
-use pagestream_examples::data;
-use pagestream_examples::report::Spread;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 /// A progress bar on stderr of `len` steps, hidden when `quiet`.
 pub fn progress(len: u64, quiet: bool, what: &str) -> ProgressBar {
@@ -615,7 +615,7 @@ struct Meta {
     files: Vec<String>,
 }
 
-/// The `remote` example's rows, if it is built beside this binary.
+/// The `remote` program's rows, measured in this process.
 struct Remote {
     command: String,
     lines: Vec<Value>,
@@ -623,109 +623,28 @@ struct Remote {
 }
 
 fn remote_rows(quick: bool) -> Remote {
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("remote")));
-    let Some(bin) = exe.filter(|p| p.is_file()) else {
-        return Remote {
-            command: "remote --json".into(),
+    // --quick asks for fewer repeats.
+    let args: &[&str] = if quick { &["--repeat", "3"] } else { &[] };
+    let command = format!("remote --json {}", args.join(" "))
+        .trim_end()
+        .to_string();
+    match crate::remote::json_rows(args) {
+        Ok(lines) if lines.is_empty() => Remote {
+            command,
+            lines,
+            error: Some("printed no JSON lines".into()),
+        },
+        Ok(lines) => Remote {
+            command,
+            lines,
+            error: None,
+        },
+        Err(e) => Remote {
+            command,
             lines: Vec::new(),
-            error: Some(
-                "not available: the `remote` example binary is not built beside \
-                 pagestream-bench (cargo build --release --bin remote)"
-                    .into(),
-            ),
-        };
-    };
-    // --quick asks the remote example for fewer repeats; an older remote
-    // without --repeat is run with its defaults.
-    let mut tries: Vec<Vec<&str>> = vec![vec!["--json"]];
-    if quick {
-        tries.insert(0, vec!["--json", "--repeat", "3"]);
+            error: Some(e),
+        },
     }
-    let limit = Duration::from_secs(if quick { 45 } else { 600 });
-    let mut last = None;
-    for args in tries {
-        let command = format!("{} {}", bin.display(), args.join(" "));
-        let r = run_remote(&bin, &args, limit);
-        match r {
-            Ok((code, lines, stderr)) => {
-                let error = if code != Some(0) {
-                    Some(format!("exited with {code:?}: {}", stderr.trim()))
-                } else if lines.is_empty() {
-                    Some("printed no JSON lines".into())
-                } else {
-                    None
-                };
-                let usage_error = code == Some(2);
-                last = Some(Remote {
-                    command,
-                    lines,
-                    error,
-                });
-                if !usage_error {
-                    break;
-                }
-            }
-            Err(e) => {
-                last = Some(Remote {
-                    command,
-                    lines: Vec::new(),
-                    error: Some(e),
-                });
-                break;
-            }
-        }
-    }
-    last.expect("at least one try")
-}
-
-/// Runs `bin args` for at most `limit`; its exit code, JSON lines and
-/// stderr.
-fn run_remote(
-    bin: &Path,
-    args: &[&str],
-    limit: Duration,
-) -> Result<(Option<i32>, Vec<Value>, String), String> {
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start: {e}"))?;
-    // Read its output on threads so a full pipe cannot stall it.
-    let mut so = child.stdout.take().expect("piped");
-    let mut se = child.stderr.take().expect("piped");
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut so, &mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut se, &mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if start.elapsed() > limit => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("stopped after {} s", limit.as_secs()));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(e.to_string()),
-        }
-    };
-    let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
-    let lines = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l.trim()).ok())
-        .collect();
-    Ok((status.code(), lines, stderr))
 }
 
 fn loadavg() -> String {

@@ -1,10 +1,10 @@
 //! One measured configuration: [`ScanConfig`] in, [`RunResult`]s out.
 //!
-//! [`run_scan`] prepares the page cache the way the example programs do
+//! [`run_scan`] prepares the page cache the way the scan programs do
 //! (`cold`: `fsync` + `POSIX_FADV_DONTNEED`, checked with `mincore`; `warm`:
 //! read once, checked resident; `hot`: pagestream's pool holds every block
 //! of the pattern) and times one pass over the pattern's blocks with the
-//! chosen engine, checksumming every page with the examples' order-independent
+//! chosen engine, checksumming every page with the scan programs' order-independent
 //! checksum. Engines are started before the timing (a warm-up read through
 //! a separate pool, before the cache is prepared), so a run measures reading,
 //! not thread start-up.
@@ -20,13 +20,13 @@
 //! reading, which a long-running program (and fio, whose few buffers are
 //! reused) never pays.
 
+use crate::cache;
+use crate::checksum::Checksum;
 use crate::pattern::Pattern;
+use crate::timing::mib_per_s;
 use crate::{baselines, fio};
 use futures::StreamExt;
 use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::cache;
-use pagestream_examples::checksum::Checksum;
-use pagestream_examples::report::mib_per_s;
 use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -135,41 +135,7 @@ impl FromStr for Engine {
     }
 }
 
-/// Where the blocks are when the timed run starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Cache {
-    /// Evicted from the OS page cache (checked with `mincore`).
-    Cold,
-    /// In the OS page cache (read once first, checked).
-    Warm,
-    /// In pagestream's buffer pool (baselines, which have no pool: the OS
-    /// page cache, as warm).
-    Hot,
-}
-
-impl Cache {
-    /// `cold`, `warm` or `hot`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Cache::Cold => "cold",
-            Cache::Warm => "warm",
-            Cache::Hot => "hot",
-        }
-    }
-}
-
-impl FromStr for Cache {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Cache, String> {
-        match s {
-            "cold" => Ok(Cache::Cold),
-            "warm" => Ok(Cache::Warm),
-            "hot" => Ok(Cache::Hot),
-            _ => Err(format!("{s:?}: expected cold, warm or hot")),
-        }
-    }
-}
+pub use crate::cache::Cache;
 
 /// One configuration to measure.
 #[derive(Debug, Clone)]
@@ -242,6 +208,7 @@ impl Target {
     pub fn prepare(&self, cache: Cache, direct: bool) -> io::Result<f64> {
         match cache {
             Cache::Cold => cache::make_cold(&self.plain, &self.path),
+            Cache::None => cache::resident_fraction(&self.plain),
             Cache::Warm | Cache::Hot if direct => cache::resident_fraction(&self.plain),
             Cache::Warm | Cache::Hot => {
                 cache::warm(&self.plain)?;
@@ -453,7 +420,7 @@ impl RunResult {
         self.blocks as f64 / self.seconds
     }
 
-    /// The run as a JSON object, with the example programs' field names.
+    /// The run as a JSON object, with the scan programs' field names.
     pub fn json(&self) -> Value {
         let c = &self.cfg;
         let mut m = Map::new();

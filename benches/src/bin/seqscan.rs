@@ -35,16 +35,17 @@
 //! order-independent checksum over (block number, first and last 64 bytes)
 //! of each page; differing checksums are an error.
 
+use clap::ArgAction;
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::args::{
-    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
-    parse_block_size, parse_on_off, parse_ring, parse_size, Arg, Args, UsageError,
+use pagestream_bench::args::{
+    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size, number,
+    parse_block_size, parse_on_off, parse_ring, parse_runtimes, parse_size, List, UsageError,
 };
-use pagestream_examples::cache;
-use pagestream_examples::checksum::Checksum;
-use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
+use pagestream_bench::cache::{self, Cache};
+use pagestream_bench::checksum::Checksum;
+use pagestream_bench::data::FileArgs;
+use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{EngineCounters, Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io::{self, Read};
@@ -92,128 +93,69 @@ options:
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Cold,
-    Warm,
-    Hot,
-}
+/// The cache states seqscan measures (`--cache all`).
+const ALL: [Cache; 3] = [Cache::Cold, Cache::Warm, Cache::Hot];
 
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Cold => "cold",
-            Mode::Warm => "warm",
-            Mode::Hot => "hot",
-        }
-    }
-}
+/// `--ring`: `None` is auto, `Some(0)` off.
+type RingSetting = Option<usize>;
 
-#[derive(Debug)]
+#[derive(Debug, clap::Parser)]
 struct Opts {
-    runtimes: Vec<Runtime>,
-    file: Option<PathBuf>,
-    create: bool,
-    size: u64,
-    modes: Vec<Mode>,
+    #[arg(long = "runtime", default_value = "all", value_parser = parse_runtimes)]
+    runtimes: List<Runtime>,
+    #[command(flatten)]
+    data: FileArgs,
+    /// `--cache` as given (`None`: all).
+    #[arg(long = "cache", value_parser = |s: &str| Cache::parse(s, &ALL, Some(&ALL)))]
+    cache: Option<List<Cache>>,
+    /// The cache states to run (set by `check`).
+    #[arg(skip)]
+    modes: Vec<Cache>,
+    #[arg(long)]
     direct: bool,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     combine: usize,
+    #[arg(long, value_parser = number::<usize>)]
     pool_frames: Option<usize>,
+    #[arg(long, default_value = "8KiB", value_parser = parse_block_size)]
     block_size: usize,
+    #[arg(long, default_value = "1", value_parser = number::<usize>)]
     repeat: usize,
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     nowait: bool,
+    #[arg(long, default_value_t = pagestream_threadpool::DEFAULT_THREADS, value_parser = number::<usize>)]
     threads: usize,
     /// Thread pool cached-read depth (`None`: the engine's default).
+    #[arg(long, value_parser = number::<usize>)]
     cached_depth: Option<usize>,
+    #[arg(long)]
     json: bool,
-    /// `None`: auto; `Some(0)`: off; `Some(bytes)`.
-    ring: Option<usize>,
+    #[arg(long, default_value = "auto", value_parser = parse_ring)]
+    ring: RingSetting,
+    #[arg(long, default_value = "128KiB", value_parser = |s: &str| {
+        let v = parse_size(s)?;
+        match usize::try_from(v) {
+            Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
+            _ => Err(format!("{s:?}: expected a size from 1 byte to 1GiB")),
+        }
+    })]
     baseline_buffer: usize,
+    #[arg(long = "no-read-loop", action = ArgAction::SetFalse)]
     read_loop: bool,
     /// Prefetch settings to run (hot: each; cold/warm: the first).
-    prefetch: Vec<bool>,
+    #[arg(long, default_value = "both", value_parser = |s: &str| match s {
+        "both" => Ok(vec![false, true]),
+        _ => parse_on_off(s).map(|on| vec![on]),
+    })]
+    prefetch: List<bool>,
+    #[arg(long = "no-memory-loop", action = ArgAction::SetFalse)]
     memory_loop: bool,
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut o = Opts {
-        runtimes: Runtime::ALL.to_vec(),
-        file: None,
-        create: false,
-        size: 1 << 30,
-        modes: vec![Mode::Cold, Mode::Warm, Mode::Hot],
-        direct: false,
-        max_ios: 16,
-        combine: 16,
-        pool_frames: None,
-        block_size: 8192,
-        repeat: 1,
-        nowait: true,
-        threads: pagestream_threadpool::DEFAULT_THREADS,
-        cached_depth: None,
-        json: false,
-        ring: None,
-        baseline_buffer: 128 << 10,
-        read_loop: true,
-        prefetch: vec![false, true],
-        memory_loop: true,
-    };
-    let mut cache_given = false;
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "runtime" => {
-                o.runtimes =
-                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
-            }
-            "file" => o.file = Some(PathBuf::from(args.value()?)),
-            "create" => o.create = true,
-            "size" => o.size = args.parsed(parse_size)?,
-            "cache" => {
-                cache_given = true;
-                o.modes = args.parsed(|s| match s {
-                    "cold" => Ok(vec![Mode::Cold]),
-                    "warm" => Ok(vec![Mode::Warm]),
-                    "hot" => Ok(vec![Mode::Hot]),
-                    "all" => Ok(vec![Mode::Cold, Mode::Warm, Mode::Hot]),
-                    _ => Err(format!("{s:?}: expected cold, warm, hot or all")),
-                })?
-            }
-            "direct" => o.direct = true,
-            "max-ios" => o.max_ios = args.number()?,
-            "combine" => o.combine = args.number()?,
-            "pool-frames" => o.pool_frames = Some(args.number()?),
-            "block-size" => o.block_size = args.parsed(parse_block_size)?,
-            "repeat" => o.repeat = args.number()?,
-            "nowait" => o.nowait = args.parsed(parse_on_off)?,
-            "threads" => o.threads = args.number()?,
-            "cached-depth" => o.cached_depth = Some(args.number()?),
-            "json" => o.json = true,
-            "no-read-loop" => o.read_loop = false,
-            "no-memory-loop" => o.memory_loop = false,
-            "prefetch" => {
-                o.prefetch = args.parsed(|s| match s {
-                    "both" => Ok(vec![false, true]),
-                    _ => parse_on_off(s).map(|on| vec![on]),
-                })?
-            }
-            "ring" => o.ring = args.parsed(parse_ring)?,
-            "baseline-buffer" => {
-                o.baseline_buffer = args.parsed(|s| {
-                    let v = parse_size(s)?;
-                    match usize::try_from(v) {
-                        Ok(v) if v > 0 && v <= 1 << 30 => Ok(v),
-                        _ => Err(format!("{s:?}: expected a size from 1 byte to 1GiB")),
-                    }
-                })?
-            }
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
+/// The checks across flags; sets `modes`.
+fn check(mut o: Opts) -> Result<Opts, UsageError> {
     at_least_one("repeat", o.repeat)?;
     at_least_one("threads", o.threads)?;
     check_combine(o.combine)?;
@@ -221,14 +163,9 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     if let Some(f) = o.pool_frames {
         at_least_one("pool-frames", f)?;
     }
-    check_block_size(o.block_size, o.size)?;
-    cache::check_modes(o.direct, cache_given, &mut o.modes, Mode::Warm, &o.runtimes)?;
-    Ok(Some(o))
-}
-
-/// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
-fn runs_on(rt: Runtime, mode: Mode) -> bool {
-    cache::runs_on(rt, mode == Mode::Warm)
+    check_block_size(o.block_size, o.data.size)?;
+    o.modes = cache::check_modes(o.direct, o.cache.take(), &ALL, &o.runtimes)?;
+    Ok(o)
 }
 
 /// Whether scans on `rt` open the file with O_DIRECT.
@@ -241,7 +178,7 @@ struct Run {
     runtime: &'static str,
     direct: bool,
     nowait: bool,
-    mode: Mode,
+    mode: Cache,
     rep: usize,
     pages: u64,
     bytes: u64,
@@ -404,7 +341,7 @@ impl Shared {
             runtime: "memory",
             direct: false,
             nowait: false,
-            mode: Mode::Hot,
+            mode: Cache::Hot,
             rep,
             pages: ck.pages,
             bytes: ck.pages * bs as u64,
@@ -472,7 +409,7 @@ impl Shared {
             runtime: "read-loop",
             direct: false,
             nowait: false,
-            mode: Mode::Warm,
+            mode: Cache::Warm,
             rep,
             pages: ck.pages,
             bytes: ck.pages * bs as u64,
@@ -521,25 +458,27 @@ impl Workload for Scans<'_> {
         let mut runs = Vec::new();
         for rep in 0..sh.o.repeat {
             for &mode in &sh.o.modes {
-                if !runs_on(self.runtime, mode) {
+                if !mode.runs_on(self.runtime) {
                     continue;
                 }
                 let batch = match mode {
-                    Mode::Cold => vec![on.cold(rep).await?],
-                    Mode::Warm if !(sh.o.read_loop && self.read_loop) => {
+                    // --cache accepts ALL only.
+                    Cache::None => unreachable!("seqscan has no cache state none"),
+                    Cache::Cold => vec![on.cold(rep).await?],
+                    Cache::Warm if !(sh.o.read_loop && self.read_loop) => {
                         vec![on.warm_stream(rep).await?]
                     }
-                    Mode::Warm if rep % 2 == 0 => {
+                    Cache::Warm if rep % 2 == 0 => {
                         let b = sh.read_loop(rep)?;
                         sh.emit(&b);
                         vec![b, on.warm_stream(rep).await?]
                     }
-                    Mode::Warm => {
+                    Cache::Warm => {
                         let w = on.warm_stream(rep).await?;
                         sh.emit(&w);
                         vec![w, sh.read_loop(rep)?]
                     }
-                    Mode::Hot => {
+                    Cache::Hot => {
                         // Memory loop and each prefetch setting, the order
                         // reversed every other repeat; all but the last row
                         // are printed here.
@@ -623,7 +562,7 @@ impl<E: Env> OnRuntime<'_, E> {
     }
 
     /// Cold or warm stream run.
-    async fn scan_run(&self, mode: Mode, rep: usize, resident: f64) -> io::Result<Run> {
+    async fn scan_run(&self, mode: Cache, rep: usize, resident: f64) -> io::Result<Run> {
         let o = &self.sh.o;
         let frames = o.pool_frames.unwrap_or(16384);
         let (ring, ring_frames) = match o.ring {
@@ -655,7 +594,7 @@ impl<E: Env> OnRuntime<'_, E> {
     #[allow(clippy::too_many_arguments)]
     fn stream_run(
         &self,
-        mode: Mode,
+        mode: Cache,
         rep: usize,
         resident: f64,
         ck: Checksum,
@@ -692,12 +631,12 @@ impl<E: Env> OnRuntime<'_, E> {
 
     async fn cold(&self, rep: usize) -> io::Result<Run> {
         let resident = self.sh.make_cold()?;
-        self.scan_run(Mode::Cold, rep, resident).await
+        self.scan_run(Cache::Cold, rep, resident).await
     }
 
     async fn warm_stream(&self, rep: usize) -> io::Result<Run> {
         let resident = self.sh.make_warm()?;
-        self.scan_run(Mode::Warm, rep, resident).await
+        self.scan_run(Cache::Warm, rep, resident).await
     }
 
     async fn hot(&mut self, rep: usize, prefetch: bool) -> io::Result<Run> {
@@ -724,7 +663,7 @@ impl<E: Env> OnRuntime<'_, E> {
                 st.blocks_read
             )));
         }
-        let mut run = self.stream_run(Mode::Hot, rep, resident, ck, secs, st, eng, frames, 0);
+        let mut run = self.stream_run(Cache::Hot, rep, resident, ck, secs, st, eng, frames, 0);
         run.prefetch = Some(prefetch);
         Ok(run)
     }
@@ -788,9 +727,8 @@ fn print_row(r: &Run) {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) =
-        data::scan_file("seqscan", o.file.as_deref(), o.create, o.size, o.block_size)?;
-    if o.modes.contains(&Mode::Hot) {
+    let (path, nblocks) = o.data.scan_file("seqscan", o.block_size)?;
+    if o.modes.contains(&Cache::Hot) {
         if let Some(f) = o.pool_frames {
             if (f as u64) < nblocks {
                 eprintln!(
@@ -849,15 +787,15 @@ fn run(o: Opts) -> io::Result<()> {
         .runtimes
         .iter()
         .copied()
-        .find(|&rt| o.modes.contains(&Mode::Warm) && runs_on(rt, Mode::Warm));
-    let memory_loop_rt = o.modes.contains(&Mode::Hot).then(|| o.runtimes[0]);
+        .find(|&rt| o.modes.contains(&Cache::Warm) && Cache::Warm.runs_on(rt));
+    let memory_loop_rt = o.modes.contains(&Cache::Hot).then(|| o.runtimes[0]);
     let options = Options::default()
         .threads(o.threads)
         .nowait(o.nowait)
         .cached_depth(o.cached_depth);
     for &rt in &o.runtimes {
         for &mode in &o.modes {
-            if !runs_on(rt, mode) {
+            if !mode.runs_on(rt) {
                 let why = format!(
                     "seqscan: {rt} {} skipped: {rt} reads with O_DIRECT only (DMA files), and {} \
                      means the OS page cache, which O_DIRECT bypasses",
@@ -997,5 +935,5 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    args::main("seqscan", USAGE, parse_args, run);
+    args::clap_main("seqscan", USAGE, check, run);
 }

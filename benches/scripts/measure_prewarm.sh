@@ -5,10 +5,10 @@
 # on and off alternating invocation by invocation. Each invocation waits for
 # a quiet machine and takes the measurement lock (quiet.sh); logs in
 # target/measure/prewarm-*.txt, medians printed at the end.
-# Usage: examples/scripts/measure_prewarm.sh   (from anywhere)
+# Usage: benches/scripts/measure_prewarm.sh   (from anywhere)
 set -u
 cd "$(dirname "$0")/../.."
-. examples/scripts/quiet.sh
+. benches/scripts/quiet.sh
 cargo build --release -q --bin prewarm || exit 1
 ./target/release/prewarm --cache none > /dev/null || exit 1   # creates the file if absent
 for rep in 1 2 3 4 5; do

@@ -1,4 +1,6 @@
-//! `remote`: scans over simulated remote storage — the microbenchmark of
+//! The `remote` program (`src/bin/remote.rs` is its `main`), and the same
+//! measurement for `pagestream-bench report` ([`json_rows`]): scans over
+//! simulated remote storage — the microbenchmark of
 //! the seed thread (Neon on PostgreSQL 17: 654 ms became 3570 ms at 0.2 ms
 //! per read once look-ahead collapsed to one block on a 1 MiB pool), rebuilt
 //! on the latency wrapper over the in-memory engine.
@@ -137,15 +139,15 @@
 //! rows are interleaved (row after row, repeat after repeat). Every stream's
 //! checksum is checked against the table's.
 
+use crate::args::{self, parse_on_off, UsageError};
+use crate::checksum::Checksum;
+use crate::timing::{JsonObject, Spread};
 use futures::{Stream, StreamExt};
 use pagestream::source::{self, BlockSource, ParallelScan, SyncScans};
 use pagestream::testing::{Delayed, MemEngine, MemFile, Stall, ThreadTimer, Timer};
 use pagestream::{
     BufferPool, EngineFile, IoEngine, Limit, ReadFilter, ReadRequest, ReadStream, StreamStats,
 };
-use pagestream_examples::args::{self, parse_on_off, Arg, Args, UsageError};
-use pagestream_examples::checksum::Checksum;
-use pagestream_examples::report::{JsonObject, Spread};
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
@@ -267,101 +269,68 @@ impl Row {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Parser)]
 struct Opts {
+    #[arg(long = "latency-ms", default_value = "0.2", value_parser = |s: &str| match s.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 => {
+            Ok(Duration::from_secs_f64(ms / 1e3))
+        }
+        _ => Err(format!(
+            "{s:?}: expected a latency in milliseconds, above 0 and at most 10000"
+        )),
+    })]
     latency: Duration,
+    #[arg(long, default_value = "3000", value_parser = args::number::<u64>)]
     pages: u64,
+    #[arg(long, default_value = "128", value_parser = args::number::<usize>)]
     pool_frames: usize,
+    #[arg(long, default_value = "100", value_parser = args::number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16", value_parser = args::number::<usize>)]
     combine: usize,
+    #[arg(long, default_value = "10", value_parser = args::number::<usize>)]
     scans: usize,
+    #[arg(long, default_value = "2", value_parser = args::number::<usize>)]
     workers: usize,
-    rows: Vec<Row>,
+    #[arg(long, default_value = "all", value_parser = Row::parse_list)]
+    rows: args::List<Row>,
+    #[arg(long, default_value = "5", value_parser = args::number::<usize>)]
     repeat: usize,
+    #[arg(long)]
     ramp: bool,
+    #[arg(long)]
     json: bool,
+    #[arg(long)]
     verbose: bool,
     /// Synchronized scans report what the consumer processed (`true`) or
     /// the look-ahead position (`false`).
+    #[arg(long = "sync-report", default_value = "consumer", value_parser = |s: &str| match s {
+        "consumer" => Ok(true),
+        "lookahead" => Ok(false),
+        _ => Err(format!("{s:?}: expected consumer or lookahead")),
+    }, action = clap::ArgAction::Set)]
     consumer_reports: bool,
     /// The consumer thread spins (yielding) instead of sleeping.
+    #[arg(long = "executor", default_value = "spin", value_parser = |s: &str| match s {
+        "park" => Ok(false),
+        "spin" => Ok(true),
+        _ => Err(format!("{s:?}: expected park or spin")),
+    }, action = clap::ArgAction::Set)]
     spin: bool,
     /// Streams start at full distance (`READ_STREAM_FULL`): no ramp.
+    #[arg(long)]
     full: bool,
     /// Pin the timer thread and the consumer thread to two different CPUs.
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pin: bool,
     /// Times a run whose achieved latency missed the configured one by
     /// more than 10% is run again.
+    #[arg(long, default_value = "3", value_parser = args::number::<usize>)]
     retries: usize,
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut o = Opts {
-        latency: Duration::from_micros(200),
-        pages: 3000,
-        pool_frames: 128,
-        max_ios: 100,
-        combine: 16,
-        scans: 10,
-        workers: 2,
-        rows: Row::ALL.to_vec(),
-        repeat: 5,
-        ramp: false,
-        json: false,
-        verbose: false,
-        consumer_reports: true,
-        full: false,
-        pin: true,
-        retries: 3,
-        spin: true,
-    };
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "latency-ms" => {
-                o.latency = args.parsed(|s| match s.parse::<f64>() {
-                    Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 => {
-                        Ok(Duration::from_secs_f64(ms / 1e3))
-                    }
-                    _ => Err(format!(
-                        "{s:?}: expected a latency in milliseconds, above 0 and at most 10000"
-                    )),
-                })?
-            }
-            "pages" => o.pages = args.number()?,
-            "pool-frames" => o.pool_frames = args.number()?,
-            "max-ios" => o.max_ios = args.number()?,
-            "combine" => o.combine = args.number()?,
-            "scans" => o.scans = args.number()?,
-            "workers" => o.workers = args.number()?,
-            "rows" => o.rows = args.parsed(Row::parse_list)?,
-            "repeat" => o.repeat = args.number()?,
-            "ramp" => o.ramp = true,
-            "json" => o.json = true,
-            "verbose" => o.verbose = true,
-            "full" => o.full = true,
-            "pin" => o.pin = args.parsed(parse_on_off)?,
-            "retries" => o.retries = args.number()?,
-            "executor" => {
-                o.spin = args.parsed(|s| match s {
-                    "park" => Ok(false),
-                    "spin" => Ok(true),
-                    _ => Err(format!("{s:?}: expected park or spin")),
-                })?
-            }
-            "sync-report" => {
-                o.consumer_reports = args.parsed(|s| match s {
-                    "consumer" => Ok(true),
-                    "lookahead" => Ok(false),
-                    _ => Err(format!("{s:?}: expected consumer or lookahead")),
-                })?
-            }
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
+/// The checks across flags.
+fn check(o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
     if o.pages == 0 || o.pages > MAX_PAGES {
         return bad(format!(
@@ -404,7 +373,7 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     if o.rows.is_empty() {
         return bad("--rows names no row".into());
     }
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// The storage: latency over memory, counting reads in flight.
@@ -1235,12 +1204,23 @@ fn print_ramp(o: &Opts, combine: usize, rounds: &[(usize, usize)]) {
     println!("  distance per round trip:        {}", dists.join(" "));
 }
 
-fn run(o: Opts) -> io::Result<()> {
+/// What one `remote` invocation measured.
+struct Measured {
+    bench: Bench,
+    ramps: Vec<(Row, Vec<(usize, usize)>)>,
+    sums: Vec<Summary>,
+    /// The one-at-a-time row's median, if it ran.
+    one: Option<f64>,
+}
+
+/// Runs every row of `o`, `o.repeat` times, interleaved; prints the banner
+/// first unless `o.json`.
+fn measure(o: &Opts) -> io::Result<Measured> {
     let bench = Bench::new(o.clone())?;
     let mut ramps: Vec<(Row, Vec<(usize, usize)>)> = Vec::new();
     for row in [Row::Combine1, Row::Combine16] {
         if o.ramp || o.rows.contains(&row) {
-            ramps.push((row, ramp(&o, Shape::of(&o, row).combine)?));
+            ramps.push((row, ramp(o, Shape::of(o, row).combine)?));
         }
     }
     if !o.json {
@@ -1268,7 +1248,7 @@ fn run(o: Opts) -> io::Result<()> {
             for attempt in 0..=o.retries {
                 let r = bench.run(row)?;
                 attempts[i].push(r.clone());
-                if latency_ok(&o, &r) || attempt == o.retries {
+                if latency_ok(o, &r) || attempt == o.retries {
                     runs[i].push(r);
                     break;
                 }
@@ -1288,6 +1268,37 @@ fn run(o: Opts) -> io::Result<()> {
         .iter()
         .find(|s| s.row == Row::OneAtATime)
         .map(|s| s.spread.median);
+    Ok(Measured {
+        bench,
+        ramps,
+        sums,
+        one,
+    })
+}
+
+/// The JSON rows `remote --json ARGS` prints (`args` without the program
+/// name; `--json` is implied), measured in this process.
+pub fn json_rows(args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
+    let parsed = args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
+        .map_err(|e| e.line("remote"))?;
+    let Some(mut o) = parsed else {
+        return Err("--help is not a measurement".into());
+    };
+    o.json = true;
+    let m = measure(&o).map_err(|e| e.to_string())?;
+    Ok(m.sums
+        .iter()
+        .map(|s| s.json(&o, m.one, m.bench.pinned).into_value())
+        .collect())
+}
+
+fn run(o: Opts) -> io::Result<()> {
+    let Measured {
+        bench,
+        ramps,
+        sums,
+        one,
+    } = measure(&o)?;
     if o.json {
         for s in &sums {
             println!("{}", s.json(&o, one, bench.pinned).to_line());
@@ -1318,16 +1329,40 @@ fn run(o: Opts) -> io::Result<()> {
     Ok(())
 }
 
-fn main() {
-    args::main("remote", USAGE, parse_args, run);
+/// The `remote` program: parses the process's command line and runs.
+pub fn main() {
+    args::clap_main("remote", USAGE, check, run);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// What `report` runs: the rows asked for, as JSON, in this process;
+    /// a bad command line is the program's usage line.
+    #[test]
+    fn json_rows_in_process() {
+        let rows = json_rows(&[
+            "--pages",
+            "200",
+            "--latency-ms",
+            "0.05",
+            "--repeat",
+            "1",
+            "--retries",
+            "0",
+            "--rows",
+            "combine16,one-at-a-time",
+        ])
+        .expect("runs");
+        let names: Vec<&str> = rows.iter().map(|r| r["row"].as_str().unwrap()).collect();
+        assert_eq!(names, ["one-at-a-time", "combine16"]);
+        let e = json_rows(&["--pages", "0"]).unwrap_err();
+        assert!(e.starts_with("remote: error: --pages"), "{e}");
+    }
+
     fn opts(args: &[&str]) -> Opts {
-        parse_args(Args::new(args.iter().map(|s| s.to_string())))
+        args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
             .expect("valid")
             .expect("not --help")
     }

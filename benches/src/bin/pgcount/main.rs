@@ -1,7 +1,7 @@
 //! `pgcount`: `select count(*), sum(first column)` over a PostgreSQL heap
 //! relation's files, read through one pagestream [`ReadStream`] that spans
 //! every segment file (`PATH`, `PATH.1`, `PATH.2`, …), with the page format
-//! parsed and checked by [`pagestream_examples::heap`].
+//! parsed and checked by [`heap`].
 //!
 //! ```text
 //! cargo run --release --bin pgcount -- PATH [--runtime NAME|all] [--cache none|cold|warm|hot|all] [--json] …
@@ -20,16 +20,22 @@
 //! the whole relation with one scan and times a second, which must read
 //! nothing; `none` (the default) scans the files as they are.
 
+// The page format in full (every flag, a page builder for the tests), of
+// which the count reads a part.
+#[allow(dead_code)]
+mod heap;
+
+use clap::ArgAction;
 use futures::StreamExt;
+use heap::{Counts, TupleOrder, BLCKSZ};
 use pagestream::segmented::{segment_paths, Segmented, SegmentedFile, PG_SEGMENT_BYTES};
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::args::{
-    self, at_least_one, check_combine, check_max_ios, format_size, parse_on_off, parse_size, Arg,
-    Args, UsageError,
+use pagestream_bench::args::{
+    self, at_least_one, check_combine, check_max_ios, format_size, number, parse_on_off,
+    parse_runtimes, parse_size, List, UsageError,
 };
-use pagestream_examples::cache;
-use pagestream_examples::heap::{self, Counts, TupleOrder, BLCKSZ};
-use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
+use pagestream_bench::cache::{self, Cache};
+use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io;
@@ -74,110 +80,57 @@ options:
   --json              one JSON object per run on stdout instead of the table
   --help              this text";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    None,
-    Cold,
-    Warm,
-    Hot,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::None => "none",
-            Mode::Cold => "cold",
-            Mode::Warm => "warm",
-            Mode::Hot => "hot",
-        }
-    }
-}
-
-#[derive(Debug)]
+#[derive(Debug, clap::Parser)]
 struct Opts {
+    /// PATH as given (`None` is a usage error).
+    #[arg(value_name = "PATH")]
+    relation: Option<PathBuf>,
+    /// The relation's first segment file (set by `check`).
+    #[arg(skip)]
     path: PathBuf,
-    runtimes: Vec<Runtime>,
-    modes: Vec<Mode>,
+    #[arg(long = "runtime", default_value = "threadpool", value_parser = parse_runtimes)]
+    runtimes: List<Runtime>,
+    /// `--cache` as given (`None`: none).
+    #[arg(long = "cache", value_parser = |s: &str| {
+        let all = [Cache::Cold, Cache::Warm, Cache::Hot];
+        Cache::parse(s, &[Cache::None, Cache::Cold, Cache::Warm, Cache::Hot], Some(&all))
+    })]
+    cache: Option<List<Cache>>,
+    /// The cache states to run (set by `check`).
+    #[arg(skip)]
+    modes: Vec<Cache>,
+    #[arg(long)]
     direct: bool,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     combine: usize,
+    #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
+    #[arg(long, default_value = "off", value_parser = parse_on_off, action = ArgAction::Set)]
     prefetch: bool,
+    #[arg(long, default_value = "lp", value_parser = |s: &str| match s {
+        "lp" => Ok(TupleOrder::LinePointer),
+        "reverse" => Ok(TupleOrder::Reverse),
+        _ => Err(format!("{s:?}: expected lp or reverse")),
+    })]
     tuple_order: TupleOrder,
+    #[arg(long, default_value = "1", value_parser = number::<usize>)]
     repeat: usize,
+    #[arg(long = "no-sum", action = ArgAction::SetFalse)]
     sum: bool,
+    #[arg(long = "segment-size", default_value_t = PG_SEGMENT_BYTES, value_parser = parse_size)]
     segment_bytes: u64,
+    #[arg(long)]
     json: bool,
+    #[arg(long)]
     baseline: bool,
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut path = None;
-    let mut o = Opts {
-        path: PathBuf::new(),
-        runtimes: vec![Runtime::ThreadPool],
-        modes: vec![Mode::None],
-        direct: false,
-        max_ios: 16,
-        combine: 16,
-        pool_frames: 16384,
-        prefetch: false,
-        tuple_order: TupleOrder::LinePointer,
-        repeat: 1,
-        sum: true,
-        segment_bytes: PG_SEGMENT_BYTES,
-        json: false,
-        baseline: false,
-    };
-    let mut cache_given = false;
-    while let Some(arg) = args.next_arg()? {
-        let name = match &arg {
-            Arg::Positional(p) if path.is_none() => {
-                path = Some(PathBuf::from(p));
-                continue;
-            }
-            Arg::Positional(_) => return Err(args.unknown(&arg)),
-            Arg::Flag(name) => name.as_str(),
-        };
-        match name {
-            "help" => return Ok(None),
-            "runtime" => {
-                o.runtimes =
-                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
-            }
-            "cache" => {
-                cache_given = true;
-                o.modes = args.parsed(|s| match s {
-                    "none" => Ok(vec![Mode::None]),
-                    "cold" => Ok(vec![Mode::Cold]),
-                    "warm" => Ok(vec![Mode::Warm]),
-                    "hot" => Ok(vec![Mode::Hot]),
-                    "all" => Ok(vec![Mode::Cold, Mode::Warm, Mode::Hot]),
-                    _ => Err(format!("{s:?}: expected none, cold, warm, hot or all")),
-                })?
-            }
-            "direct" => o.direct = true,
-            "max-ios" => o.max_ios = args.number()?,
-            "combine" => o.combine = args.number()?,
-            "pool-frames" => o.pool_frames = args.number()?,
-            "prefetch" => o.prefetch = args.parsed(parse_on_off)?,
-            "tuple-order" => {
-                o.tuple_order = args.parsed(|s| match s {
-                    "lp" => Ok(TupleOrder::LinePointer),
-                    "reverse" => Ok(TupleOrder::Reverse),
-                    _ => Err(format!("{s:?}: expected lp or reverse")),
-                })?
-            }
-            "repeat" => o.repeat = args.number()?,
-            "no-sum" => o.sum = false,
-            "segment-size" => o.segment_bytes = args.parsed(parse_size)?,
-            "json" => o.json = true,
-            "baseline" => o.baseline = true,
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
+/// The checks across flags; sets `modes`.
+fn check(mut o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
-    let Some(path) = path else {
+    let Some(path) = o.relation.take() else {
         return bad("no PATH: name the relation's first segment file".into());
     };
     o.path = path;
@@ -191,13 +144,8 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
             o.segment_bytes
         ));
     }
-    cache::check_modes(o.direct, cache_given, &mut o.modes, Mode::Warm, &o.runtimes)?;
-    Ok(Some(o))
-}
-
-/// Whether `mode` runs on `rt` (glommio has no buffered reads, so no warm).
-fn runs_on(rt: Runtime, mode: Mode) -> bool {
-    cache::runs_on(rt, mode == Mode::Warm)
+    o.modes = cache::check_modes(o.direct, o.cache.take(), &[Cache::None], &o.runtimes)?;
+    Ok(o)
 }
 
 /// The relation: its segment files and their blocks.
@@ -377,7 +325,7 @@ impl Relation {
         let seconds = start.elapsed().as_secs_f64();
         Ok(Run {
             runtime: "in-memory",
-            mode: Mode::Hot,
+            mode: Cache::Hot,
             direct: false,
             rep,
             counts,
@@ -404,7 +352,7 @@ fn named(p: &std::path::Path, e: io::Error) -> io::Error {
 /// One timed run.
 struct Run {
     runtime: &'static str,
-    mode: Mode,
+    mode: Cache,
     direct: bool,
     rep: usize,
     counts: Counts,
@@ -501,16 +449,16 @@ impl Workload for Scans<'_> {
         let mut runs = Vec::new();
         for rep in 0..o.repeat {
             for &mode in &o.modes {
-                if !runs_on(self.runtime, mode) {
+                if !mode.runs_on(self.runtime) {
                     continue;
                 }
                 let resident = match mode {
-                    Mode::Cold => rel.make_cold()?,
-                    Mode::Warm => rel.make_warm()?,
-                    Mode::None | Mode::Hot => rel.resident()?,
+                    Cache::Cold => rel.make_cold()?,
+                    Cache::Warm => rel.make_warm()?,
+                    Cache::None | Cache::Hot => rel.resident()?,
                 };
                 let (pool, ring) = match mode {
-                    Mode::Hot => {
+                    Cache::Hot => {
                         if hot.is_none() {
                             let frames = usize::try_from(rel.nblocks.max(1)).map_err(|_| {
                                 io::Error::other("relation too large for a hot pool")
@@ -531,7 +479,7 @@ impl Workload for Scans<'_> {
                     }
                 };
                 let (counts, seconds, stats) = on.scan(&pool, ring).await?;
-                if mode == Mode::Hot && stats.blocks_read != 0 {
+                if mode == Cache::Hot && stats.blocks_read != 0 {
                     return Err(io::Error::other(format!(
                         "hot scan read {} blocks: the pool of {} frames did not keep the relation",
                         stats.blocks_read,
@@ -551,7 +499,7 @@ impl Workload for Scans<'_> {
                 };
                 emit(rel, &run);
                 runs.push(run);
-                if mode == Mode::Hot && o.baseline {
+                if mode == Cache::Hot && o.baseline {
                     if memory.is_none() {
                         memory = Some(rel.read_all()?);
                     }
@@ -682,7 +630,7 @@ fn run(o: Opts) -> io::Result<()> {
     let mut runs: Vec<Run> = Vec::new();
     for &rt in &o.runtimes {
         for &mode in &o.modes {
-            if !runs_on(rt, mode) {
+            if !mode.runs_on(rt) {
                 eprintln!(
                     "pgcount: {rt} {} skipped: {rt} reads with O_DIRECT only, and warm means \
                      the OS page cache, which O_DIRECT bypasses",
@@ -760,7 +708,7 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    args::main("pgcount", USAGE, parse_args, run);
+    args::clap_main("pgcount", USAGE, check, run);
 }
 
 #[cfg(test)]
@@ -768,7 +716,7 @@ mod tests {
     use super::*;
 
     fn parse(v: &[&str]) -> Result<Option<Opts>, UsageError> {
-        parse_args(Args::new(v.iter().map(|s| s.to_string())))
+        args::parse_checked(USAGE, v.iter().map(|s| s.to_string()), check)
     }
 
     #[test]
@@ -777,11 +725,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(o.path, PathBuf::from("rel"));
-        assert_eq!(o.modes, [Mode::Hot]);
+        assert_eq!(o.modes, [Cache::Hot]);
         assert_eq!(o.segment_bytes, 64 << 10);
         assert!(o.json && o.sum);
         let o = parse(&["rel"]).unwrap().unwrap();
-        assert_eq!(o.modes, [Mode::None]);
+        assert_eq!(o.modes, [Cache::None]);
         assert_eq!(o.runtimes, [Runtime::ThreadPool]);
         assert_eq!(o.segment_bytes, 1 << 30);
         assert!(parse(&["--help"]).unwrap().is_none());

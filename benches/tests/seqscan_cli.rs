@@ -261,7 +261,7 @@ fn signal_while_creating_leaves_no_partial_file(sig: libc::c_int, tag: &str) {
     let dir = common::temp_dir(&format!("seqscan-{tag}"));
     // Large enough to still be writing when the signal comes (it is sent as
     // soon as the temporary file appears), and within the free space.
-    let free = pagestream_examples::data::free_bytes(&dir).expect("free space");
+    let free = pagestream_bench::data::free_bytes(&dir).expect("free space");
     let size = (free / 4).min(16 << 30) >> 20 << 20;
     if size < 256 << 20 {
         eprintln!("skipped: {free} bytes free in {}", dir.display());

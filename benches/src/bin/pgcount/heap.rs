@@ -745,7 +745,7 @@ pub fn check_hot_chains(block: u64, page: &[u8]) -> Result<(), PageError> {
     Ok(())
 }
 
-/// Builds heap pages byte by byte, for tests and examples.
+/// Builds heap pages byte by byte, for the tests.
 #[derive(Debug, Clone)]
 pub struct PageBuilder {
     page: Vec<u8>,

@@ -1,4 +1,4 @@
-//! Stamped data files for the examples, created once and reused.
+//! Stamped data files for the scan programs, created once and reused.
 
 use crate::args::format_size;
 use pagestream::testing::stamp;
@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// Seed of the examples' default data files.
+/// Seed of the scan programs' default data files.
 pub const DEFAULT_SEED: u64 = 0x5EC5_CA4D_A7A0_0001;
 
 /// Where default data files live: `$CARGO_TARGET_DIR/pagestream-data`, or
@@ -22,6 +22,34 @@ pub fn data_dir() -> PathBuf {
                 .join("target")
                 .join("pagestream-data")
         }
+    }
+}
+
+/// `--file PATH`, `--create`, `--size SIZE` (default 1GiB): the data file
+/// a scan program reads, as [`scan_file`] finds or creates it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FileArgs {
+    /// `--file`: the data file (default: the stamped file for `size`).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// `--create`: a missing `--file` is created.
+    #[arg(long)]
+    pub create: bool,
+    /// `--size`: the size of a file to create.
+    #[arg(long, default_value = "1GiB", value_parser = crate::args::parse_size)]
+    pub size: u64,
+}
+
+impl FileArgs {
+    /// [`scan_file`] for these flags.
+    pub fn scan_file(&self, program: &str, block_size: usize) -> io::Result<(PathBuf, u64)> {
+        scan_file(
+            program,
+            self.file.as_deref(),
+            self.create,
+            self.size,
+            block_size,
+        )
     }
 }
 

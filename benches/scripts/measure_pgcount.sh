@@ -24,10 +24,10 @@
 # and waits for a quiet machine (quiet.sh) before each measured step.
 # Needs PostgreSQL 15 (PG_BINDIR, default /usr/lib/postgresql/15/bin) with
 # pg_prewarm, about 2.5x the table's size free on disk and 3x in memory.
-# Usage: examples/scripts/measure_pgcount.sh [REPS]   (from anywhere)
+# Usage: benches/scripts/measure_pgcount.sh [REPS]   (from anywhere)
 set -u
 cd "$(dirname "$0")/../.."
-. examples/scripts/quiet.sh
+. benches/scripts/quiet.sh
 reps=${1:-5}
 rows=${ROWS:-560000}
 bindir=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
@@ -149,5 +149,5 @@ median() { sort -g | awk '{v[NR]=$1} END {print NR % 2 ? v[(NR+1)/2] : (v[NR/2] 
       1e9 / a, 1e9 / b, 1e9 / m, 1e9 / a - 1e9 / m, 1e9 / b - 1e9 / m }'
   echo "  pgcount warm, pages/s:               $(pps "$out"/warm.json | spread)"
   echo "  pgcount warm, MiB/s:                 $(sed -E 's/.*"mib_per_s":([0-9.e+]+).*/\1/' "$out"/warm.json | spread)"
-  echo "  commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- examples/src/heap.rs examples/src/bin/pgcount.rs core/src runtimes/src adapters || echo ' (+ uncommitted changes)')"
+  echo "  commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- benches/src/bin/pgcount core/src runtimes/src adapters || echo ' (+ uncommitted changes)')"
 } | tee -a "$log"

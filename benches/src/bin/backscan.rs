@@ -20,17 +20,18 @@
 //! over the file must give the same one (forward and backward included),
 //! otherwise the program fails.
 
+use clap::ArgAction;
 use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_examples::args::{
-    self, at_least_one, check_block_size, check_max_ios, format_size, parse_block_size,
-    parse_on_off, parse_ring, parse_size, Arg, Args, UsageError,
+use pagestream_bench::args::{
+    self, at_least_one, check_block_size, check_max_ios, format_size, number, parse_block_size,
+    parse_on_off, parse_ring, parse_size, List, UsageError,
 };
-use pagestream_examples::cache;
-use pagestream_examples::checksum::Checksum;
-use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
+use pagestream_bench::cache;
+use pagestream_bench::checksum::Checksum;
+use pagestream_bench::data;
+use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_threadpool::{EngineStats, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fmt::Write as _;
 use std::fs::File;
@@ -97,26 +98,67 @@ impl Dir {
     }
 }
 
-#[derive(Debug)]
+/// `--ring`: `None` is auto, `Some(0)` off.
+type RingSetting = Option<usize>;
+
+/// One `--mode`: O_DIRECT off/on in the order run, and how it was given.
+#[derive(Debug, Clone, PartialEq)]
+struct ModeArg(Vec<bool>, &'static str);
+
+fn parse_mode(s: &str) -> Result<ModeArg, String> {
+    match s {
+        "buffered" => Ok(ModeArg(vec![false], "--mode buffered")),
+        "direct" => Ok(ModeArg(vec![true], "--mode direct")),
+        "both" => Ok(ModeArg(vec![false, true], "--mode both")),
+        _ => Err(format!("{s:?}: expected buffered, direct or both")),
+    }
+}
+
+#[derive(Debug, clap::Parser)]
 struct Opts {
+    #[arg(long)]
     file: Option<PathBuf>,
+    #[arg(long)]
     create: bool,
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     size: u64,
-    /// O_DIRECT off/on, in the order run.
+    /// Every `--mode` given (they must agree).
+    #[arg(long = "mode", value_parser = parse_mode)]
+    mode: Vec<ModeArg>,
+    #[arg(long)]
+    direct: bool,
+    /// O_DIRECT off/on, in the order run (set by `check`).
+    #[arg(skip)]
     modes: Vec<bool>,
     /// Backward combining settings, in the order run.
-    combining: Vec<bool>,
-    combine: Vec<usize>,
+    #[arg(long, default_value = "both", value_parser = |s: &str| match s {
+        "on" => Ok(vec![true]),
+        "off" => Ok(vec![false]),
+        "both" => Ok(vec![false, true]),
+        _ => Err(format!("{s:?}: expected on, off or both")),
+    })]
+    combining: List<bool>,
+    #[arg(long, default_value = "1,8,16,32", value_parser = parse_list)]
+    combine: List<usize>,
+    #[arg(long, default_value = "7", value_parser = number::<usize>)]
     pairs: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
+    #[arg(long, default_value = "8KiB", value_parser = parse_block_size)]
     block_size: usize,
-    /// `None`: auto; `Some(0)`: off; `Some(bytes)`.
-    ring: Option<usize>,
+    #[arg(long, default_value = "auto", value_parser = parse_ring)]
+    ring: RingSetting,
+    #[arg(long, default_value_t = pagestream_threadpool::DEFAULT_THREADS, value_parser = number::<usize>)]
     threads: usize,
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     nowait: bool,
+    #[arg(long, default_value = "3", value_parser = number::<usize>)]
     retries: usize,
+    #[arg(long)]
     json: bool,
+    #[arg(long)]
     verbose: bool,
 }
 
@@ -140,87 +182,24 @@ fn parse_list(s: &str) -> Result<Vec<usize>, String> {
     Ok(v)
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut o = Opts {
-        file: None,
-        create: false,
-        size: 256 << 20,
-        modes: vec![false, true],
-        combining: vec![false, true],
-        combine: vec![1, 8, 16, 32],
-        pairs: 7,
-        max_ios: 16,
-        pool_frames: 16384,
-        block_size: 8192,
-        ring: None,
-        threads: pagestream_threadpool::DEFAULT_THREADS,
-        nowait: true,
-        retries: 3,
-        json: false,
-        verbose: false,
-    };
-    let mut mode_given: Option<&'static str> = None;
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "file" => o.file = Some(PathBuf::from(args.value()?)),
-            "create" => o.create = true,
-            "size" => o.size = args.parsed(parse_size)?,
-            "mode" => {
-                let (modes, given) = args.parsed(|s| match s {
-                    "buffered" => Ok((vec![false], "--mode buffered")),
-                    "direct" => Ok((vec![true], "--mode direct")),
-                    "both" => Ok((vec![false, true], "--mode both")),
-                    _ => Err(format!("{s:?}: expected buffered, direct or both")),
-                })?;
-                if let Some(prev) = mode_given {
-                    if o.modes != modes {
-                        return Err(UsageError(format!("{given} contradicts {prev}")));
-                    }
-                }
-                o.modes = modes;
-                mode_given = Some(given);
-            }
-            "direct" => {
-                if let Some(prev) = mode_given {
-                    if o.modes != [true] {
-                        return Err(UsageError(format!("--direct contradicts {prev}")));
-                    }
-                }
-                o.modes = vec![true];
-                mode_given = Some("--direct");
-            }
-            "combining" => {
-                o.combining = args.parsed(|s| match s {
-                    "on" => Ok(vec![true]),
-                    "off" => Ok(vec![false]),
-                    "both" => Ok(vec![false, true]),
-                    _ => Err(format!("{s:?}: expected on, off or both")),
-                })?
-            }
-            "combine" => o.combine = args.parsed(parse_list)?,
-            "pairs" => o.pairs = args.number()?,
-            "max-ios" => o.max_ios = args.number()?,
-            "pool-frames" => o.pool_frames = args.number()?,
-            "block-size" => o.block_size = args.parsed(parse_block_size)?,
-            "ring" => o.ring = args.parsed(parse_ring)?,
-            "threads" => o.threads = args.number()?,
-            "retries" => o.retries = args.number()?,
-            "nowait" => o.nowait = args.parsed(parse_on_off)?,
-            "json" => o.json = true,
-            "verbose" => o.verbose = true,
-            _ => return Err(args.unknown(&arg)),
+/// The checks across flags; sets `modes`.
+fn check(mut o: Opts) -> Result<Opts, UsageError> {
+    let mut given: Vec<ModeArg> = o.mode.clone();
+    if o.direct {
+        given.push(ModeArg(vec![true], "--direct"));
+    }
+    if let Some(first) = given.first() {
+        if let Some(other) = given.iter().find(|m| m.0 != first.0) {
+            return Err(UsageError(format!("{} contradicts {}", other.1, first.1)));
         }
     }
+    o.modes = given.first().map_or(vec![false, true], |m| m.0.clone());
     at_least_one("pairs", o.pairs)?;
     at_least_one("threads", o.threads)?;
     check_max_ios(o.max_ios)?;
     at_least_one("pool-frames", o.pool_frames)?;
     check_block_size(o.block_size, o.size)?;
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// One timed cold scan.
@@ -895,7 +874,7 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    args::main("backscan", USAGE, parse_args, run);
+    args::clap_main("backscan", USAGE, check, run);
 }
 
 #[cfg(test)]
@@ -903,7 +882,7 @@ mod tests {
     use super::*;
 
     fn parse(v: &[&str]) -> Result<Option<Opts>, UsageError> {
-        parse_args(Args::new(v.iter().map(|s| s.to_string())))
+        args::parse_checked(USAGE, v.iter().map(|s| s.to_string()), check)
     }
 
     #[test]

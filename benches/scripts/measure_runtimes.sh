@@ -4,15 +4,14 @@
 # io_combine_limit 16 = 128 KiB reads) against fio reading the same file with
 # the same shape (O_DIRECT, io_uring, 128 KiB, depth 16) as the device's
 # ceiling. Runs are interleaved — fio, threadpool, tokio-uring, glommio, uring, fio,
-# … — REPS times each (default 5); before every run the script waits (up to
-# 300 s) until, over one second, no other process uses more than 5% of a CPU
-# and the disks move less than 1 MiB (others' disk benchmarks use little CPU).
+# … — REPS times each (default 5); before every run the script waits for a
+# quiet machine (benches/scripts/quiet.sh).
 # Prints every run, then per engine the median MiB/s (min–max), the ratio of
 # medians to fio's, the median of per-round ratios, and max_in_flight.
 # Logs go to target/measure/runtimes-<UTC time>/.
 #
 # Needs fio on PATH (Debian: apt-get install fio); installs nothing.
-# Usage: examples/scripts/measure_runtimes.sh [REPS]   (from anywhere)
+# Usage: benches/scripts/measure_runtimes.sh [REPS]   (from anywhere)
 # SEQSCAN_ARGS="--ring off" (for example) adds seqscan options, for
 # investigations; the must-show runs without it.
 set -u
@@ -32,31 +31,7 @@ file=${CARGO_TARGET_DIR:-target}/pagestream-data/seqscan-1GiB.dat
 [ -f "$file" ] || $bin --runtime threadpool --cache hot --json > /dev/null || exit 1
 size=$(stat -c %s "$file")
 
-# CPU ticks (utime + stime) of every process: "pid ticks comm".
-ticks() {
-  for f in /proc/[0-9]*/stat; do
-    { read -r line < "$f"; } 2> /dev/null && echo "$line"
-  done | awk '{ pid = $1; comm = $2; rest = $0; sub(/^.*\) /, "", rest);
-                split(rest, a, " "); print pid, a[12] + a[13], comm }'
-}
-# Sectors read + written on every disk so far (the disk benchmarks of
-# others use little CPU but would share the device).
-sectors() { awk '$3 !~ /^(loop|ram)/ { s += $6 + $10 } END { print s + 0 }' /proc/diskstats; }
-# Waits until, over one second, no process other than this script used more
-# than 5% of a CPU and the disks moved less than 1 MiB.
-quiet() {
-  local hz s0 s1
-  hz=$(getconf CLK_TCK)
-  for _ in $(seq 1 300); do
-    s0=$(sectors); ticks > "$out/.t0"; sleep 1; ticks > "$out/.t1"; s1=$(sectors)
-    busy=$(awk -v hz="$hz" -v me=$$ 'NR == FNR { t[$1] = $2; next }
-             ($1 in t) && $1 != me { pct = ($2 - t[$1]) * 100 / hz;
-             if (pct > 5) printf "%s(%d%%) ", $3, pct }' "$out/.t0" "$out/.t1")
-    [ $((s1 - s0)) -ge 2048 ] && busy="$busy disk($(((s1 - s0) / 2)) KiB/s)"
-    [ -z "$busy" ] && return 0
-  done
-  echo "still busy after 300 s: $busy" | tee -a "$out/busy.log" >&2
-}
+. benches/scripts/quiet.sh   # quiet: idle CPUs and disks
 # The value of "key": in a one-line JSON object.
 field() { sed -E "s/.*\"$2\":\"?([^,\"}]*).*/\1/" <<< "$1"; }
 

@@ -3,15 +3,15 @@
 # runtimes are measured by measure_runtimes.sh), logged to
 # target/measure/<name>.txt.
 # Before each invocation it waits (up to 300 s) for a quiet machine
-# (examples/scripts/quiet.sh: no other process above 5% CPU, CPUs 90% idle,
+# (benches/scripts/quiet.sh: no other process above 5% CPU, CPUs 90% idle,
 # disks still), and it logs the busiest processes before and after.
-# Usage: examples/scripts/measure_seqscan.sh   (from the workspace root)
+# Usage: benches/scripts/measure_seqscan.sh   (from the workspace root)
 set -u
 cd "$(dirname "$0")/../.."
 cargo build --release -q --bin seqscan || exit 1
 out=target/measure; mkdir -p "$out"
 bin=./target/release/seqscan
-. examples/scripts/quiet.sh   # quiet: idle CPUs and disks
+. benches/scripts/quiet.sh   # quiet: idle CPUs and disks
 run() { # name args...
   local name=$1; shift
   quiet > "$out/$name.quiet"

@@ -7,11 +7,11 @@
 #   on / off / O_DIRECT, 5 interleaved repeats, uniform at densities 0.001
 #   and 0.01 and clustered at 0.05.
 # Each invocation waits for a quiet machine and takes the measurement lock
-# (examples/scripts/quiet.sh).
-# Usage: examples/scripts/measure_hot_bitmap.sh   (runs in the workspace root)
+# (benches/scripts/quiet.sh).
+# Usage: benches/scripts/measure_hot_bitmap.sh   (runs in the workspace root)
 set -u
 cd "$(dirname "$0")/../.."
-. examples/scripts/quiet.sh
+. benches/scripts/quiet.sh
 cargo build --release -q --bin seqscan --bin bitmapscan || exit 1
 # Create the data file outside any measured invocation.
 ./target/release/seqscan --runtime threadpool --cache hot --no-memory-loop --prefetch off > /dev/null || exit 1

@@ -6,6 +6,61 @@ use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
+/// Where a scan's blocks are when its timed run starts (`--cache`). Each
+/// program accepts some of these ([`Cache::parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cache {
+    /// As they are: nothing is evicted or read first.
+    None,
+    /// Evicted from the OS page cache ([`make_cold`], checked with
+    /// `mincore`).
+    Cold,
+    /// In the OS page cache (read once first, checked).
+    Warm,
+    /// In pagestream's buffer pool: a first scan fills a pool holding every
+    /// block, the timed second one must read nothing (a program without a
+    /// pool, such as a baseline: the OS page cache, as warm).
+    Hot,
+}
+
+impl Cache {
+    /// `none`, `cold`, `warm` or `hot`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cache::None => "none",
+            Cache::Cold => "cold",
+            Cache::Warm => "warm",
+            Cache::Hot => "hot",
+        }
+    }
+
+    /// Whether a run in this state can run on `rt`: warm means the OS page
+    /// cache, which glommio's O_DIRECT-only reads bypass.
+    pub fn runs_on(self, rt: pagestream_runtimes::Runtime) -> bool {
+        self != Cache::Warm || rt.supports_buffered()
+    }
+
+    /// Parses `s` as one of `accepted`, or as `all` when `all` lists what
+    /// that means; the error names what is accepted ("expected cold, warm,
+    /// hot or all").
+    pub fn parse(s: &str, accepted: &[Cache], all: Option<&[Cache]>) -> Result<Vec<Cache>, String> {
+        if let Some(c) = accepted.iter().find(|c| c.name() == s) {
+            return Ok(vec![*c]);
+        }
+        match all {
+            Some(all) if s == "all" => Ok(all.to_vec()),
+            _ => {
+                let mut names: Vec<&str> = accepted.iter().map(|c| c.name()).collect();
+                if all.is_some() {
+                    names.push("all");
+                }
+                let last = names.pop().unwrap_or_default();
+                Err(format!("{s:?}: expected {} or {last}", names.join(", ")))
+            }
+        }
+    }
+}
+
 /// Writes back and drops `file`'s pages from the OS page cache
 /// (`fsync`, then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file).
 /// Pages another process has mapped or locked may stay; check with
@@ -112,35 +167,30 @@ pub fn warm(file: &File) -> io::Result<u64> {
     }
 }
 
-/// Whether a run in cache mode "warm" (`warm`) or another mode can run on
-/// `rt`: warm means the OS page cache, which glommio's O_DIRECT-only reads
-/// bypass.
-pub fn runs_on(rt: pagestream_runtimes::Runtime, warm: bool) -> bool {
-    !warm || rt.supports_buffered()
-}
-
-/// Checks a scan program's cache modes against `--direct` and its runtimes:
-/// `--direct` drops the warm mode (an error when warm is all that was asked
-/// for, `cache_given`), and some mode must run on some runtime.
-pub fn check_modes<M: Copy + PartialEq>(
+/// The cache states a scan program runs: `given` (`--cache`, if given) or
+/// `default`, checked against `--direct` and the runtimes: `--direct` drops
+/// the warm state (an error when warm is all that was asked for), and some
+/// state must run on some runtime ([`Cache::runs_on`]).
+pub fn check_modes(
     direct: bool,
-    cache_given: bool,
-    modes: &mut Vec<M>,
-    warm: M,
+    given: Option<Vec<Cache>>,
+    default: &[Cache],
     runtimes: &[pagestream_runtimes::Runtime],
-) -> Result<(), crate::args::UsageError> {
+) -> Result<Vec<Cache>, crate::args::UsageError> {
     use crate::args::UsageError;
+    let cache_given = given.is_some();
+    let mut modes = given.unwrap_or_else(|| default.to_vec());
     if direct {
-        if cache_given && modes.as_slice() == [warm] {
+        if cache_given && modes == [Cache::Warm] {
             return Err(UsageError(
                 "--cache warm means the OS page cache, which --direct bypasses".into(),
             ));
         }
-        modes.retain(|&m| m != warm);
+        modes.retain(|&m| m != Cache::Warm);
     }
     if !runtimes
         .iter()
-        .any(|&rt| modes.iter().any(|&m| runs_on(rt, m == warm)))
+        .any(|&rt| modes.iter().any(|&m| m.runs_on(rt)))
     {
         return Err(UsageError(
             "--cache warm means the OS page cache, which glommio's O_DIRECT reads bypass; \
@@ -148,12 +198,31 @@ pub fn check_modes<M: Copy + PartialEq>(
                 .into(),
         ));
     }
-    Ok(())
+    Ok(modes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_parse() {
+        use Cache::*;
+        let three = [Cold, Warm, Hot];
+        assert_eq!(Cache::parse("warm", &three, Some(&three)), Ok(vec![Warm]));
+        assert_eq!(
+            Cache::parse("all", &three, Some(&three)),
+            Ok(three.to_vec())
+        );
+        assert_eq!(
+            Cache::parse("none", &three, Some(&three)),
+            Err(r#""none": expected cold, warm, hot or all"#.to_string())
+        );
+        assert_eq!(
+            Cache::parse("all", &[None, Cold, Warm], Option::None),
+            Err(r#""all": expected none, cold or warm"#.to_string())
+        );
+    }
     use std::io::Write;
 
     #[test]

@@ -1,4 +1,4 @@
-//! Shared by the example programs' end-to-end tests: running a program,
+//! Shared by the scan programs' end-to-end tests: running a program,
 //! checking a usage error, a temp data file, reading JSON output lines.
 
 #![allow(dead_code)]

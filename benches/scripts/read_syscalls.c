@@ -4,7 +4,7 @@
  * the file). Used to check that pagestream's inline preadv2 costs what the
  * read loop's read() costs (README, "Sequential scan").
  *
- *   gcc -O2 -o target/read_syscalls examples/scripts/read_syscalls.c
+ *   gcc -O2 -o target/read_syscalls benches/scripts/read_syscalls.c
  *   target/read_syscalls target/pagestream-data/seqscan-1GiB.dat
  */
 #define _GNU_SOURCE

@@ -46,13 +46,13 @@
 use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, StreamStats};
-use pagestream_examples::args::{
-    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
-    parse_block_size, parse_size, Arg, Args, UsageError,
+use pagestream_bench::args::{
+    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size, number,
+    parse_block_size, List, UsageError,
 };
-use pagestream_examples::cache;
-use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
+use pagestream_bench::cache;
+use pagestream_bench::data::FileArgs;
+use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fs::File;
 use std::io;
@@ -122,22 +122,49 @@ impl Mode {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, clap::Parser)]
 struct Opts {
-    file: Option<PathBuf>,
-    create: bool,
-    size: u64,
+    #[command(flatten)]
+    data: FileArgs,
+    #[arg(long, default_value = "0.001", value_parser = number::<f64>)]
     density: f64,
+    #[arg(long, default_value = "uniform", value_parser = |s: &str| match s {
+        "uniform" => Ok(Pattern::Uniform),
+        "clustered" => Ok(Pattern::Clustered),
+        _ => Err(format!("{s:?}: expected uniform or clustered")),
+    })]
     pattern: Pattern,
+    #[arg(long, default_value = "16", value_parser = number::<u64>)]
     cluster: u64,
+    #[arg(long, default_value = "0", value_parser = number::<usize>)]
     exact_pages: usize,
+    #[arg(long, default_value = "1", value_parser = number::<u64>)]
     seed: u64,
-    max_ios: Vec<usize>,
-    modes: Vec<Mode>,
+    #[arg(long, default_value = "0,1,2,4,8,16", value_parser = |s: &str| {
+        parse_list(s, |x| {
+            x.parse::<usize>()
+                .map_err(|_| format!("{x:?} is not a number"))
+        })
+    })]
+    max_ios: List<usize>,
+    #[arg(long, default_value = "readahead,random,direct", value_parser = |s: &str| {
+        parse_list(s, |x| match x {
+            "readahead" => Ok(Mode::Readahead),
+            "random" => Ok(Mode::Random),
+            "direct" => Ok(Mode::Direct),
+            _ => Err(format!("{x:?}: expected readahead, random or direct")),
+        })
+    })]
+    modes: List<Mode>,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     combine: usize,
+    #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
+    #[arg(long, default_value = "8KiB", value_parser = parse_block_size)]
     block_size: usize,
+    #[arg(long, default_value = "3", value_parser = number::<usize>)]
     repeat: usize,
+    #[arg(long)]
     json: bool,
 }
 
@@ -152,70 +179,8 @@ fn parse_list<T>(s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<Vec
     Ok(v)
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut o = Opts {
-        file: None,
-        create: false,
-        size: 1 << 30,
-        density: 0.001,
-        pattern: Pattern::Uniform,
-        cluster: 16,
-        exact_pages: 0,
-        seed: 1,
-        max_ios: vec![0, 1, 2, 4, 8, 16],
-        modes: vec![Mode::Readahead, Mode::Random, Mode::Direct],
-        combine: 16,
-        pool_frames: 16384,
-        block_size: 8192,
-        repeat: 3,
-        json: false,
-    };
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "file" => o.file = Some(PathBuf::from(args.value()?)),
-            "create" => o.create = true,
-            "size" => o.size = args.parsed(parse_size)?,
-            "density" => o.density = args.number()?,
-            "pattern" => {
-                o.pattern = args.parsed(|s| match s {
-                    "uniform" => Ok(Pattern::Uniform),
-                    "clustered" => Ok(Pattern::Clustered),
-                    _ => Err(format!("{s:?}: expected uniform or clustered")),
-                })?
-            }
-            "cluster" => o.cluster = args.number()?,
-            "exact-pages" => o.exact_pages = args.number()?,
-            "seed" => o.seed = args.number()?,
-            "max-ios" => {
-                o.max_ios = args.parsed(|s| {
-                    parse_list(s, |x| {
-                        x.parse::<usize>()
-                            .map_err(|_| format!("{x:?} is not a number"))
-                    })
-                })?
-            }
-            "modes" => {
-                o.modes = args.parsed(|s| {
-                    parse_list(s, |x| match x {
-                        "readahead" => Ok(Mode::Readahead),
-                        "random" => Ok(Mode::Random),
-                        "direct" => Ok(Mode::Direct),
-                        _ => Err(format!("{x:?}: expected readahead, random or direct")),
-                    })
-                })?
-            }
-            "combine" => o.combine = args.number()?,
-            "pool-frames" => o.pool_frames = args.number()?,
-            "block-size" => o.block_size = args.parsed(parse_block_size)?,
-            "repeat" => o.repeat = args.number()?,
-            "json" => o.json = true,
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
+/// The checks across flags.
+fn check(o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
     if !(o.density > 0.0 && o.density <= 1.0) {
         return bad(format!(
@@ -232,14 +197,14 @@ fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
     for &m in &o.max_ios {
         check_max_ios(m)?;
     }
-    check_block_size(o.block_size, o.size)?;
+    check_block_size(o.block_size, o.data.size)?;
     if o.block_size < TUPLE {
         return bad(format!(
             "--block-size {} is smaller than one {TUPLE}-byte tuple",
             o.block_size
         ));
     }
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// splitmix64: the seeded hash behind the matching tuples and cluster
@@ -496,13 +461,7 @@ fn json(o: &Opts, r: &Run, path: &str, blocks: u64, bitmap: &Bitmap) -> JsonObje
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) = data::scan_file(
-        "bitmapscan",
-        o.file.as_deref(),
-        o.create,
-        o.size,
-        o.block_size,
-    )?;
+    let (path, nblocks) = o.data.scan_file("bitmapscan", o.block_size)?;
     let per_page = o.block_size / TUPLE;
     let cond = Condition::new(&o, nblocks);
     let bitmap = Bitmap::build(&cond, nblocks, per_page, o.exact_pages);
@@ -624,5 +583,5 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    args::main("bitmapscan", USAGE, parse_args, run);
+    args::clap_main("bitmapscan", USAGE, check, run);
 }

@@ -14,14 +14,14 @@
 # or the hypervisor stole CPU time (/proc/diskstats, /proc/stat), and says
 # per table how often it did.
 # Per-run stream statistics (--verbose) go to the same log.
-# Usage: examples/scripts/measure_backscan.sh [extra backscan flags]
+# Usage: benches/scripts/measure_backscan.sh [extra backscan flags]
 #        (from anywhere; runs in the workspace root)
 set -u
 cd "$(dirname "$0")/../.."
 cargo build --release -q --bin backscan || exit 1
 out=target/measure; mkdir -p "$out"
 bin=./target/release/backscan
-. examples/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
+. benches/scripts/quiet.sh   # cpu_idle_pct, disk_kib, quiet
 run() { # name args...
   local name=backscan-$1; shift
   quiet > "$out/$name.quiet"

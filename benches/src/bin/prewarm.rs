@@ -12,15 +12,16 @@
 //! (`target/pagestream-data/seqscan-1GiB.dat`, created if absent). The pool
 //! holds the whole file; after the load every block must be valid in it.
 
+use clap::ArgAction;
 use futures::StreamExt;
 use pagestream::{source, BufferPool, ReadStream, StreamStats};
-use pagestream_examples::args::{
-    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size,
-    parse_block_size, parse_on_off, parse_size, Arg, Args, UsageError,
+use pagestream_bench::args::{
+    self, at_least_one, check_block_size, check_combine, check_max_ios, format_size, number,
+    parse_block_size, parse_on_off, parse_runtimes, List, UsageError,
 };
-use pagestream_examples::cache;
-use pagestream_examples::data;
-use pagestream_examples::report::{mib_per_s, print_summary, JsonObject, Spread};
+use pagestream_bench::cache::{self, Cache};
+use pagestream_bench::data::FileArgs;
+use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io;
@@ -55,95 +56,45 @@ options:
   --json              one JSON object per load on stdout
   --help              this text";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    None,
-    Cold,
-    Warm,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::None => "none",
-            Mode::Cold => "cold",
-            Mode::Warm => "warm",
-        }
-    }
-}
-
-#[derive(Debug)]
+#[derive(Debug, clap::Parser)]
 struct Opts {
-    file: Option<PathBuf>,
-    create: bool,
-    size: u64,
-    runtimes: Vec<Runtime>,
-    mode: Mode,
+    #[command(flatten)]
+    data: FileArgs,
+    #[arg(long = "runtime", default_value = "threadpool", value_parser = parse_runtimes)]
+    runtimes: List<Runtime>,
+    #[arg(long = "cache", default_value = "cold", value_parser = |s: &str| {
+        Cache::parse(s, &[Cache::None, Cache::Cold, Cache::Warm], None).map(|v| v[0])
+    })]
+    mode: Cache,
+    #[arg(long)]
     direct: bool,
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     full: bool,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     max_ios: usize,
+    #[arg(long, default_value = "16", value_parser = number::<usize>)]
     combine: usize,
+    #[arg(long, default_value = "8KiB", value_parser = parse_block_size)]
     block_size: usize,
+    #[arg(long, default_value = "1", value_parser = number::<usize>)]
     repeat: usize,
+    #[arg(long)]
     json: bool,
 }
 
-fn parse_args(mut args: Args) -> Result<Option<Opts>, UsageError> {
-    let mut o = Opts {
-        file: None,
-        create: false,
-        size: 1 << 30,
-        runtimes: vec![Runtime::ThreadPool],
-        mode: Mode::Cold,
-        direct: false,
-        full: true,
-        max_ios: 16,
-        combine: 16,
-        block_size: 8192,
-        repeat: 1,
-        json: false,
-    };
-    while let Some(arg) = args.next_arg()? {
-        let Arg::Flag(name) = &arg else {
-            return Err(args.unknown(&arg));
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "file" => o.file = Some(PathBuf::from(args.value()?)),
-            "create" => o.create = true,
-            "size" => o.size = args.parsed(parse_size)?,
-            "runtime" => {
-                o.runtimes =
-                    args.parsed(|s| pagestream_runtimes::parse_list(s).map_err(|e| e.to_string()))?
-            }
-            "cache" => {
-                o.mode = args.parsed(|s| match s {
-                    "none" => Ok(Mode::None),
-                    "cold" => Ok(Mode::Cold),
-                    "warm" => Ok(Mode::Warm),
-                    _ => Err(format!("{s:?}: expected none, cold or warm")),
-                })?
-            }
-            "direct" => o.direct = true,
-            "full" => o.full = args.parsed(parse_on_off)?,
-            "max-ios" => o.max_ios = args.number()?,
-            "combine" => o.combine = args.number()?,
-            "block-size" => o.block_size = args.parsed(parse_block_size)?,
-            "repeat" => o.repeat = args.number()?,
-            "json" => o.json = true,
-            _ => return Err(args.unknown(&arg)),
-        }
-    }
-    let bad = |m: String| Err(UsageError(m));
+/// The checks across flags.
+fn check(o: Opts) -> Result<Opts, UsageError> {
     at_least_one("repeat", o.repeat)?;
     check_combine(o.combine)?;
     check_max_ios(o.max_ios)?;
-    check_block_size(o.block_size, o.size)?;
+    check_block_size(o.block_size, o.data.size)?;
     let direct_only = o.direct || o.runtimes.iter().all(|rt| !rt.supports_buffered());
-    if o.mode == Mode::Warm && direct_only {
-        return bad("--cache warm means the OS page cache, which O_DIRECT reads bypass".into());
+    if o.mode == Cache::Warm && direct_only {
+        return Err(UsageError(
+            "--cache warm means the OS page cache, which O_DIRECT reads bypass".into(),
+        ));
     }
-    Ok(Some(o))
+    Ok(o)
 }
 
 /// One load.
@@ -244,12 +195,14 @@ impl Workload for Loads<'_> {
         let mut loads = Vec::new();
         for rep in 0..o.repeat {
             let resident = match o.mode {
-                Mode::Cold => cache::make_cold(&sh.plain, &sh.path)?,
-                Mode::Warm => {
+                Cache::Cold => cache::make_cold(&sh.plain, &sh.path)?,
+                Cache::Warm => {
                     cache::warm(&sh.plain)?;
                     cache::resident_fraction(&sh.plain)?
                 }
-                Mode::None => cache::resident_fraction(&sh.plain)?,
+                Cache::None => cache::resident_fraction(&sh.plain)?,
+                // --cache accepts none, cold and warm only.
+                Cache::Hot => unreachable!("prewarm has no cache state hot"),
             };
             let pool = BufferPool::new(frames, o.block_size).map_err(io::Error::from)?;
             let file = env
@@ -301,8 +254,7 @@ impl Workload for Loads<'_> {
 }
 
 fn run(o: Opts) -> io::Result<()> {
-    let (path, nblocks) =
-        data::scan_file("prewarm", o.file.as_deref(), o.create, o.size, o.block_size)?;
+    let (path, nblocks) = o.data.scan_file("prewarm", o.block_size)?;
     let plain = File::open(&path)?;
     let sh = Shared {
         o,
@@ -341,7 +293,7 @@ fn run(o: Opts) -> io::Result<()> {
     }
     let mut loads = Vec::new();
     for &rt in &o.runtimes {
-        if o.mode == Mode::Warm && !rt.supports_buffered() {
+        if o.mode == Cache::Warm && !rt.supports_buffered() {
             eprintln!("prewarm: {rt} skipped: it reads with O_DIRECT only, and warm means the OS page cache");
             continue;
         }
@@ -380,5 +332,5 @@ fn run(o: Opts) -> io::Result<()> {
 }
 
 fn main() {
-    args::main("prewarm", USAGE, parse_args, run);
+    args::clap_main("prewarm", USAGE, check, run);
 }

@@ -21,14 +21,12 @@
 #             consumer
 #   pools     the synchronized scans on larger pools: where the storage
 #             reads per page drop to the issue's 1.2
-# Every invocation first waits (up to 300 s) for a quiet machine: no other
-# process above 5% CPU and the CPUs at least 90% idle over 3 seconds (other
-# engineers compile on this 2-core machine; the timer thread and the
-# consumer need both cores), and logs the busiest processes before and
+# Every invocation first waits for a quiet machine (benches/scripts/quiet.sh;
+# the timer thread and the consumer need both cores), and logs the busiest processes before and
 # after and what other processes used of the CPUs during the run
 # (/proc/stat minus remote's own time). The whole measurement holds
 # /tmp/pagestream-measure.lock, which the other measurement scripts take too.
-# Usage: examples/scripts/measure_remote.sh [extra remote flags]
+# Usage: benches/scripts/measure_remote.sh [extra remote flags]
 #        (from anywhere; runs in the workspace root)
 set -u
 cd "$(dirname "$0")/../.."
@@ -37,27 +35,7 @@ out=target/measure; mkdir -p "$out"
 bin=./target/release/remote
 exec 9> /tmp/pagestream-measure.lock
 flock 9
-cpu_idle_pct() { # idle share of all CPUs over 3 s
-  local a b
-  a=($(head -1 /proc/stat)); sleep 3; b=($(head -1 /proc/stat))
-  local tot=0 i
-  for i in 1 2 3 4 5 6 7 8; do tot=$((tot + b[i] - a[i])); done
-  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 100 ))
-}
-quiet() {
-  local busy="" idle
-  for _ in $(seq 1 300); do
-    busy=$(ps -eo pcpu,comm --sort=-pcpu | awk 'NR>1 && $1>5.0 {print $2}' | head -3 | tr '\n' ' ')
-    if [ -z "$busy" ]; then
-      idle=$(cpu_idle_pct)
-      [ "$idle" -ge 90 ] && { echo "quiet: cpu idle ${idle}%"; return 0; }
-      busy="cpu idle ${idle}%"
-    else
-      sleep 1
-    fi
-  done
-  echo "still busy: $busy"
-}
+. benches/scripts/quiet.sh   # quiet: idle CPUs and disks
 run() { # name args...
   local name=remote-$1; shift
   quiet > "$out/$name.quiet"

@@ -9,10 +9,10 @@
 # stops it, then runs pgcount --cache hot --repeat 3 with --tuple-order lp
 # and reverse, alternating, PAIRS times (default 5), under the measurement
 # lock after a quiet-machine wait, and prints every run and the medians.
-# Usage: examples/scripts/measure_tuple_order.sh [PAIRS]   (from anywhere)
+# Usage: benches/scripts/measure_tuple_order.sh [PAIRS]   (from anywhere)
 set -u
 cd "$(dirname "$0")/../.."
-. examples/scripts/quiet.sh
+. benches/scripts/quiet.sh
 pairs=${1:-5}
 rows=${ROWS:-10000000}
 bindir=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
