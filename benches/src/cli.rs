@@ -10,6 +10,7 @@ use std::path::PathBuf;
 pub const USAGE: &str = "\
 usage: pagestream-bench scan --engine E --pattern P --cache C [options]
        pagestream-bench report [--quick] [--out DIR] [--repeat N] [--only 1,2,..]
+                               [--doc PATH] [--readme PATH]
 
 scan: one configuration, --repeat times.
   --engine E         threadpool | tokio-uring | glommio | uring    (pagestream)
@@ -45,7 +46,13 @@ report: the standard matrix (see README), engines alternating run by run;
   --quick            reduced matrix, small files, 3 repeats (< 2 minutes)
   --out DIR          output directory (default target/bench-report)
   --repeat N         repeats (default 5; --quick 3)
-  --only LIST        comma-separated sections to run: 1,2,3,4,5 (default all)";
+  --only LIST        comma-separated sections to run: 1,2,3,4,5 (default all)
+  --doc PATH         also write the report as documentation: PATH (charts in
+                     PATH's stem beside it); default docs/benchmarks.md when
+                     run from the workspace root, else not written
+  --readme PATH      rewrite PATH's block between <!-- headline:begin --> and
+                     <!-- headline:end --> with the headline table (default
+                     README.md when run from the workspace root)";
 
 /// `scan`'s options.
 #[derive(Debug, Clone)]
@@ -75,6 +82,10 @@ pub struct ReportOpts {
     pub repeat: Option<usize>,
     /// `--only`: sections 1–5.
     pub only: Vec<u8>,
+    /// `--doc`: the documentation page to write.
+    pub doc: Option<PathBuf>,
+    /// `--readme`: the README whose headline block to rewrite.
+    pub readme: Option<PathBuf>,
 }
 
 /// A parsed command.
@@ -188,6 +199,8 @@ fn parse_report(mut args: Args) -> Result<Option<ReportOpts>, UsageError> {
         out: None,
         repeat: None,
         only: vec![1, 2, 3, 4, 5],
+        doc: None,
+        readme: None,
     };
     while let Some(arg) = args.next_arg()? {
         let Arg::Flag(name) = &arg else {
@@ -197,6 +210,8 @@ fn parse_report(mut args: Args) -> Result<Option<ReportOpts>, UsageError> {
             "help" => return Ok(None),
             "quick" => o.quick = true,
             "out" => o.out = Some(PathBuf::from(args.value()?)),
+            "doc" => o.doc = Some(PathBuf::from(args.value()?)),
+            "readme" => o.readme = Some(PathBuf::from(args.value()?)),
             "repeat" => {
                 let n: usize = args.number()?;
                 if n == 0 {

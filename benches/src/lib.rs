@@ -9,7 +9,8 @@
 //! - [`baselines`]: pread loop, fadvise prefetch, tokio::fs, glommio's readers;
 //! - [`fio`]: running fio and parsing its JSON;
 //! - [`cli`]: the command line;
-//! - [`report`]: the standard matrix, its tables, JSON and charts.
+//! - [`report`]: the standard matrix, its tables, JSON and charts;
+//! - [`doc`]: the report as `docs/benchmarks.md` and the README's headline.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![allow(async_fn_in_trait, clippy::future_not_send)]
@@ -18,6 +19,7 @@
 pub mod baselines;
 pub mod chart;
 pub mod cli;
+pub mod doc;
 pub mod fio;
 pub mod pattern;
 pub mod report;
