@@ -155,8 +155,9 @@ fn mount_of(file: &Path) -> Option<String> {
         .map(|(_, s)| s)
 }
 
-/// Names of the other processes running or runnable now (state `R` in
-/// `/proc/PID/stat`), with how many of each.
+/// Names of the other programs running or runnable now (state `R` in
+/// `/proc/PID/stat`; not kernel threads, not this process's children),
+/// with how many of each.
 pub fn running_others() -> BTreeMap<String, usize> {
     let me = std::process::id().to_string();
     let mut out = BTreeMap::new();
@@ -177,7 +178,12 @@ pub fn running_others() -> BTreeMap<String, usize> {
         };
         // Kernel threads have no command line: only programs are named.
         let user = read(e.path().join("cmdline")).is_some_and(|c| !c.is_empty());
-        if user && stat[b + 1..].trim_start().starts_with('R') {
+        // State, then the parent: this report's own children (fio) are not
+        // "other" processes.
+        let mut rest = stat[b + 1..].split_whitespace();
+        let running = rest.next() == Some("R");
+        let child = rest.next() == Some(me.as_str());
+        if user && running && !child {
             *out.entry(stat[a + 1..b].to_string()).or_insert(0) += 1;
         }
     }
