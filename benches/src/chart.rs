@@ -4,7 +4,9 @@
 //! Every chart draws an engine in the same colour ([`color`]). pagestream
 //! engines are solid lines with filled markers (filled bars); baselines are
 //! dashed lines with hollow markers (pale bars with an outline). Each point
-//! or bar carries a whisker from the fastest to the slowest run. Log axes
+//! or bar carries a whisker from the fastest to the slowest run; the series
+//! of a line chart are shifted apart by a few pixels so that whiskers at
+//! one x stay visible. Log axes
 //! are drawn on the logarithm of the value, with ticks at the values
 //! themselves (`1, 2, 4, …` for depths, `0.01, 0.1, 1` for densities,
 //! `1, 10, 100, 1k` for rates) instead of plotters' exponent labels.
@@ -339,12 +341,16 @@ pub fn line_chart(
         .draw()
         .map_err(err)?;
     let half = (x1 - x0) * 0.006;
-    for s in series {
+    // Series are shifted apart a little along x so their whiskers at one x
+    // do not hide each other.
+    let dodge = |i: usize| (i as f64 - (series.len() as f64 - 1.0) / 2.0) * (x1 - x0) * 0.005;
+    for (i, s) in series.iter().enumerate() {
         let (line, mark, solid) = styles(s.engine);
+        let shift = dodge(i);
         let xy: Vec<(f64, f64)> = s
             .points
             .iter()
-            .map(|p| (to_axis(x_scale, p.x), to_axis(y_scale, p.median)))
+            .map(|p| (to_axis(x_scale, p.x) + shift, to_axis(y_scale, p.median)))
             .collect();
         let anno = if solid {
             chart
@@ -394,7 +400,7 @@ pub fn line_chart(
                         + marker!($kind, (0, 0), 9)
                 });
                 for p in &s.points {
-                    let x = to_axis(x_scale, p.x);
+                    let x = to_axis(x_scale, p.x) + shift;
                     chart
                         .draw_series(whisker(
                             x,
