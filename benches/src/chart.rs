@@ -435,7 +435,7 @@ pub fn line_chart(
 }
 
 /// Bars whose medians differ by more than this factor get a log axis.
-const BAR_LOG_RATIO: f64 = 30.0;
+pub const BAR_LOG_RATIO: f64 = 30.0;
 
 /// A bar chart (one bar per [`Bar`], whiskers over the runs' range) to
 /// `path`; the value axis is logarithmic when the bars differ by more than
