@@ -13,6 +13,7 @@ use std::path::PathBuf;
 pub const USAGE: &str = "\
 usage: pagestream-bench scan --engine E --pattern P --cache C [options]
        pagestream-bench report [--quick] [--out DIR] [--repeat N] [--only 1,2,..]
+                               [--doc PATH] [--readme PATH]
 
 scan: one configuration, --repeat times.
   --engine E         threadpool | tokio-uring | glommio | uring    (pagestream)
@@ -48,7 +49,13 @@ report: the standard matrix (see README), engines alternating run by run;
   --quick            reduced matrix, small files, 3 repeats (< 2 minutes)
   --out DIR          output directory (default target/bench-report)
   --repeat N         repeats (default 5; --quick 3)
-  --only LIST        comma-separated sections to run: 1,2,3,4,5 (default all)";
+  --only LIST        comma-separated sections to run: 1,2,3,4,5 (default all)
+  --doc PATH         also write the report as documentation: PATH (charts in
+                     PATH's stem beside it); default docs/benchmarks.md when
+                     run from the workspace root, else not written
+  --readme PATH      rewrite PATH's block between <!-- headline:begin --> and
+                     <!-- headline:end --> with the headline table (default
+                     README.md when run from the workspace root)";
 
 /// `scan`'s options.
 #[derive(Debug, Clone)]
@@ -78,6 +85,10 @@ pub struct ReportOpts {
     pub repeat: Option<usize>,
     /// `--only`: sections 1–5.
     pub only: Vec<u8>,
+    /// `--doc`: the documentation page to write.
+    pub doc: Option<PathBuf>,
+    /// `--readme`: the README whose headline block to rewrite.
+    pub readme: Option<PathBuf>,
 }
 
 /// A parsed command.
@@ -208,6 +219,10 @@ struct ReportArgs {
             .collect::<Result<List<u8>, String>>()
     })]
     only: List<u8>,
+    #[arg(long)]
+    doc: Option<PathBuf>,
+    #[arg(long)]
+    readme: Option<PathBuf>,
 }
 
 impl ReportArgs {
@@ -221,6 +236,8 @@ impl ReportArgs {
             out: a.out,
             repeat: a.repeat,
             only: a.only,
+            doc: a.doc,
+            readme: a.readme,
         })
     }
 }

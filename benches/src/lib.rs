@@ -10,6 +10,7 @@
 //! - [`fio`]: running fio and parsing its JSON;
 //! - [`cli`]: the command line;
 //! - [`report`]: the standard matrix, its tables, JSON and charts;
+//! - [`doc`]: the report as `docs/benchmarks.md` and the README's headline;
 //! - [`remote`]: the `remote` program's measurement, which the report runs
 //!   in this process.
 //!
@@ -37,6 +38,7 @@ pub mod chart;
 pub mod checksum;
 pub mod cli;
 pub mod data;
+pub mod doc;
 pub mod fio;
 pub mod pattern;
 pub mod remote;

@@ -16,9 +16,10 @@
 //! run over the same block set.
 
 use crate::args::format_size;
-use crate::chart::{self, Series};
+use crate::chart::{self, Marker, Series};
 use crate::cli::ReportOpts;
 use crate::data;
+use crate::doc;
 use crate::pattern::Pattern;
 use crate::scan::{check, run_scan, Cache, Engine, RunResult, ScanConfig, Target};
 use crate::timing::Spread;
@@ -27,7 +28,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -176,10 +177,10 @@ const BS: usize = 8192;
 
 /// A run that lost more than this fraction of its wall time to host CPU
 /// steal is flagged in the report.
-const STEAL_FRACTION: f64 = 0.01;
+pub(crate) const STEAL_FRACTION: f64 = 0.01;
 
 /// Whether the hypervisor stole more than [`STEAL_FRACTION`] of `r`'s time.
-fn stolen_from(r: &RunResult) -> bool {
+pub(crate) fn stolen_from(r: &RunResult) -> bool {
     r.steal_seconds
         .is_some_and(|s| s > STEAL_FRACTION * r.seconds.max(f64::MIN_POSITIVE))
 }
@@ -470,6 +471,9 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
     }
     let started = Instant::now();
     let load_before = loadavg();
+    let cpu_before = doc::CpuSnap::now();
+    let mut load_peak = load1();
+    let mut others_running = doc::running_others();
     let total: u64 = sections
         .iter()
         .flat_map(|s| &s.rows)
@@ -522,6 +526,8 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
                     }
                 }
             }
+            load_peak = load_peak.max(load1());
+            doc::merge_running(&mut others_running, doc::running_others());
         }
         s.seconds = section_start.elapsed().as_secs_f64();
     }
@@ -541,6 +547,12 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
         quick: o.quick,
         load_before,
         load_after: loadavg(),
+        load_peak: load_peak.max(load1()),
+        others_running,
+        machine: doc::probe_for(&targets),
+        cpu: cpu_before
+            .zip(doc::CpuSnap::now())
+            .map(|(a, b)| a.until(&b)),
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
             .trim()
@@ -570,9 +582,15 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
          chart(s) in {}",
         total,
         elapsed.as_secs_f64(),
-        charts,
+        charts.len(),
         out.display()
     );
+    match doc::Targets::resolve(o.doc.clone(), o.readme.clone()) {
+        Some(t) => doc::write(&t, &meta, &sections, remote.as_ref(), &problems)?,
+        None => {
+            println!("not at a workspace root and no --doc PATH: docs/benchmarks.md not written")
+        }
+    }
     for p in &problems {
         eprintln!("pagestream-bench: {p}");
     }
@@ -601,25 +619,33 @@ fn block_set_key(target: usize, p: &Pattern, seed: u64) -> String {
     }
 }
 
-struct Meta {
-    command: String,
-    commit: String,
-    when: String,
-    seconds: f64,
-    repeat: usize,
-    quick: bool,
-    load_before: String,
-    load_after: String,
-    kernel: String,
-    cpus: usize,
-    files: Vec<String>,
+/// What `report` records about its run.
+pub(crate) struct Meta {
+    pub(crate) command: String,
+    pub(crate) commit: String,
+    pub(crate) when: String,
+    pub(crate) seconds: f64,
+    pub(crate) repeat: usize,
+    pub(crate) quick: bool,
+    pub(crate) load_before: String,
+    pub(crate) load_after: String,
+    /// Highest 1-minute load average seen between rows.
+    pub(crate) load_peak: f64,
+    pub(crate) kernel: String,
+    pub(crate) cpus: usize,
+    pub(crate) files: Vec<String>,
+    pub(crate) machine: doc::Machine,
+    /// CPU time of this report, of other processes and of steal, over the run.
+    pub(crate) cpu: Option<doc::CpuUse>,
+    /// Other processes seen running between rows (name, most at once).
+    pub(crate) others_running: BTreeMap<String, usize>,
 }
 
 /// The `remote` program's rows, measured in this process.
-struct Remote {
-    command: String,
-    lines: Vec<Value>,
-    error: Option<String>,
+pub(crate) struct Remote {
+    pub(crate) command: String,
+    pub(crate) lines: Vec<Value>,
+    pub(crate) error: Option<String>,
 }
 
 fn remote_rows(quick: bool) -> Remote {
@@ -645,6 +671,15 @@ fn remote_rows(quick: bool) -> Remote {
             error: Some(e),
         },
     }
+}
+
+/// The 1-minute load average (0 if unknown).
+fn load1() -> f64 {
+    loadavg()
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn loadavg() -> String {
@@ -749,163 +784,171 @@ fn markdown(
     headline(&mut m, sections);
     behind(&mut m, sections);
     for s in sections {
-        let runs: usize = s
-            .rows
-            .iter()
-            .flat_map(|r| &r.cells)
-            .map(|c| c.runs.len())
-            .sum();
-        let _ = writeln!(
-            m,
-            "\n## {}. {}\n\n{} ({runs} runs, {:.0} s.)\n",
-            s.id, s.title, s.note, s.seconds
-        );
-        let _ = writeln!(
-            m,
-            "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | device qd, KiB/req | steal | vs best baseline | vs fio |"
-        );
-        let _ = writeln!(
-            m,
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-        );
-        for row in &s.rows {
-            let best = row.best_baseline();
-            let fio = row.fio();
-            for c in &row.cells {
-                let label = if c.cfg.engine.is_pagestream() {
-                    format!("**{}**", c.label)
-                } else {
-                    c.label.clone()
-                };
-                match (&c.error, c.spread()) {
-                    (Some(e), _) if c.runs.is_empty() => {
-                        let _ = writeln!(
-                            m,
-                            "| {} | {} | error: {} | | | | | | | | |",
-                            row.label,
-                            label,
-                            e.replace('|', "/")
-                        );
-                    }
-                    (_, Some(sp)) => {
-                        let r = &c.runs[0];
-                        let pages = c.pages_spread().map_or(0.0, |p| p.median);
-                        let shape = match (r.reads, r.mean_blocks_per_read) {
-                            (Some(n), Some(b)) => format!("{n} × {b:.2}"),
-                            _ => "—".into(),
-                        };
-                        let inflight = r.max_in_flight.map_or("—".into(), |v| v.to_string());
-                        let cpu = Spread::of(
-                            &c.runs
-                                .iter()
-                                .filter_map(|r| {
-                                    r.cpu_seconds.map(|s| s * 1e6 / r.blocks.max(1) as f64)
-                                })
-                                .collect::<Vec<_>>(),
-                        )
-                        .map_or("—".into(), |s| format!("{:.2}", s.median));
-                        let qd = Spread::of(
-                            &c.runs
-                                .iter()
-                                .filter_map(|r| r.disk.map(|d| d.queue_depth))
-                                .collect::<Vec<_>>(),
-                        );
-                        let kib = Spread::of(
-                            &c.runs
-                                .iter()
-                                .filter_map(|r| r.disk.map(|d| d.kib_per_request))
-                                .collect::<Vec<_>>(),
-                        );
-                        let device = match (qd, kib) {
-                            (Some(q), Some(k)) => format!("{:.1}, {:.0}", q.median, k.median),
-                            _ => "—".into(),
-                        };
-                        let vs_best = match best {
-                            Some((b, _)) if std::ptr::eq(b, c) => "best".to_string(),
-                            _ => ratio(sp.median, best.map(|b| b.1)),
-                        };
-                        let steal = format!(
-                            "{}/{}",
-                            c.runs.iter().filter(|r| stolen_from(r)).count(),
-                            c.runs.len()
-                        );
-                        let _ = writeln!(
-                            m,
-                            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
-                            row.label,
-                            label,
-                            fmt_spread(&sp),
-                            pages,
-                            shape,
-                            inflight,
-                            cpu,
-                            device,
-                            steal,
-                            vs_best,
-                            if c.cfg.engine == Engine::Fio {
-                                "1.00x".into()
-                            } else {
-                                ratio(sp.median, fio)
-                            }
-                        );
-                    }
-                    _ => {}
-                }
-            }
-        }
+        section_md(&mut m, s);
     }
     if let Some(r) = remote {
-        let _ = writeln!(
-            m,
-            "\n## 5. Remote storage (the latency wrapper)\n\n`{}`\n",
-            r.command
-        );
-        if let Some(e) = &r.error {
-            let _ = writeln!(
-                m,
-                "| row | result |\n| --- | --- |\n| remote | **{}** |",
-                e.replace('|', "/")
-            );
-        }
-        if !r.lines.is_empty() {
-            // The fields that tell the story, where the rows have them.
-            const KEYS: [&str; 11] = [
-                "row",
-                "reader",
-                "streams",
-                "combine",
-                "max_ios",
-                "pages",
-                "seconds",
-                "round_trips",
-                "reads",
-                "max_in_flight",
-                "speedup_vs_one_at_a_time",
-            ];
-            let keys: Vec<&str> = KEYS
-                .into_iter()
-                .filter(|k| r.lines.iter().any(|l| l.get(k).is_some()))
-                .collect();
-            let _ = writeln!(m, "| {} |", keys.join(" | "));
-            let _ = writeln!(m, "|{}", " --- |".repeat(keys.len()));
-            for l in &r.lines {
-                let vals: Vec<String> = keys
-                    .iter()
-                    .map(|k| match l.get(k) {
-                        Some(Value::String(s)) => s.clone(),
-                        Some(Value::Number(n)) if n.is_f64() => {
-                            format!("{:.4}", n.as_f64().unwrap_or(0.0))
-                        }
-                        Some(v) => v.to_string(),
-                        None => String::new(),
-                    })
-                    .collect();
-                let _ = writeln!(m, "| {} |", vals.join(" | ").replace('\n', " "));
-            }
-            let _ = writeln!(m, "\nEvery field of every row is in report.json.");
-        }
+        remote_md(&mut m, r);
     }
     m
+}
+
+/// Section `s`'s heading, note and table.
+pub(crate) fn section_md(m: &mut String, s: &Section) {
+    let runs: usize = s
+        .rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .map(|c| c.runs.len())
+        .sum();
+    let _ = writeln!(
+        m,
+        "\n## {}. {}\n\n{} ({runs} runs, {:.0} s.)\n",
+        s.id, s.title, s.note, s.seconds
+    );
+    let _ = writeln!(
+        m,
+        "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | device qd, KiB/req | steal | vs best baseline | vs fio |"
+    );
+    let _ = writeln!(
+        m,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for row in &s.rows {
+        let best = row.best_baseline();
+        let fio = row.fio();
+        for c in &row.cells {
+            let label = if c.cfg.engine.is_pagestream() {
+                format!("**{}**", c.label)
+            } else {
+                c.label.clone()
+            };
+            match (&c.error, c.spread()) {
+                (Some(e), _) if c.runs.is_empty() => {
+                    let _ = writeln!(
+                        m,
+                        "| {} | {} | error: {} | | | | | | | | |",
+                        row.label,
+                        label,
+                        e.replace('|', "/")
+                    );
+                }
+                (_, Some(sp)) => {
+                    let r = &c.runs[0];
+                    let pages = c.pages_spread().map_or(0.0, |p| p.median);
+                    let shape = match (r.reads, r.mean_blocks_per_read) {
+                        (Some(n), Some(b)) => format!("{n} × {b:.2}"),
+                        _ => "—".into(),
+                    };
+                    let inflight = r.max_in_flight.map_or("—".into(), |v| v.to_string());
+                    let cpu = Spread::of(
+                        &c.runs
+                            .iter()
+                            .filter_map(|r| r.cpu_seconds.map(|s| s * 1e6 / r.blocks.max(1) as f64))
+                            .collect::<Vec<_>>(),
+                    )
+                    .map_or("—".into(), |s| format!("{:.2}", s.median));
+                    let qd = Spread::of(
+                        &c.runs
+                            .iter()
+                            .filter_map(|r| r.disk.map(|d| d.queue_depth))
+                            .collect::<Vec<_>>(),
+                    );
+                    let kib = Spread::of(
+                        &c.runs
+                            .iter()
+                            .filter_map(|r| r.disk.map(|d| d.kib_per_request))
+                            .collect::<Vec<_>>(),
+                    );
+                    let device = match (qd, kib) {
+                        (Some(q), Some(k)) => format!("{:.1}, {:.0}", q.median, k.median),
+                        _ => "—".into(),
+                    };
+                    let vs_best = match best {
+                        Some((b, _)) if std::ptr::eq(b, c) => "best".to_string(),
+                        _ => ratio(sp.median, best.map(|b| b.1)),
+                    };
+                    let steal = format!(
+                        "{}/{}",
+                        c.runs.iter().filter(|r| stolen_from(r)).count(),
+                        c.runs.len()
+                    );
+                    let _ = writeln!(
+                        m,
+                        "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                        row.label,
+                        label,
+                        fmt_spread(&sp),
+                        pages,
+                        shape,
+                        inflight,
+                        cpu,
+                        device,
+                        steal,
+                        vs_best,
+                        if c.cfg.engine == Engine::Fio {
+                            "1.00x".into()
+                        } else {
+                            ratio(sp.median, fio)
+                        }
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Section 5: the `remote` example's rows, or why there are none.
+pub(crate) fn remote_md(m: &mut String, r: &Remote) {
+    let _ = writeln!(
+        m,
+        "\n## 5. Remote storage (the latency wrapper)\n\n`{}`\n",
+        r.command
+    );
+    if let Some(e) = &r.error {
+        let _ = writeln!(
+            m,
+            "| row | result |\n| --- | --- |\n| remote | **{}** |",
+            e.replace('|', "/")
+        );
+    }
+    if !r.lines.is_empty() {
+        // The fields that tell the story, where the rows have them.
+        const KEYS: [&str; 11] = [
+            "row",
+            "reader",
+            "streams",
+            "combine",
+            "max_ios",
+            "pages",
+            "seconds",
+            "round_trips",
+            "reads",
+            "max_in_flight",
+            "speedup_vs_one_at_a_time",
+        ];
+        let keys: Vec<&str> = KEYS
+            .into_iter()
+            .filter(|k| r.lines.iter().any(|l| l.get(k).is_some()))
+            .collect();
+        let _ = writeln!(m, "| {} |", keys.join(" | "));
+        let _ = writeln!(m, "|{}", " --- |".repeat(keys.len()));
+        for l in &r.lines {
+            let vals: Vec<String> = keys
+                .iter()
+                .map(|k| match l.get(k) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Number(n)) if n.is_f64() => {
+                        format!("{:.4}", n.as_f64().unwrap_or(0.0))
+                    }
+                    Some(v) => v.to_string(),
+                    None => String::new(),
+                })
+                .collect();
+            let _ = writeln!(m, "| {} |", vals.join(" | ").replace('\n', " "));
+        }
+        let _ = writeln!(m, "\nEvery field of every row is in report.json.");
+    }
 }
 
 /// The headline table: per row, each pagestream engine's median MiB/s with
@@ -1126,6 +1169,17 @@ fn report_json(
         "load_after": meta.load_after,
         "kernel": meta.kernel,
         "cpus": meta.cpus,
+        "load_peak": meta.load_peak,
+        "cpu_use": meta.cpu.map(|c| json!({"own": c.own, "others": c.others, "steal": c.steal})),
+        "others_running": meta.others_running,
+        "machine": {
+            "cpu_model": meta.machine.cpu_model,
+            "memory_bytes": meta.machine.memory,
+            "device": meta.machine.device,
+            "fs": meta.machine.fs,
+            "read_ahead_kb": meta.machine.read_ahead_kb,
+            "fio": meta.machine.fio,
+        },
         "files": meta.files,
         "checksum_problems": problems,
         "sections": secs,
@@ -1133,113 +1187,184 @@ fn report_json(
     })
 }
 
-/// Median MiB/s (or pages/s) per cell label over the rows of `s` whose
-/// label starts with `prefix`, as chart series against each row's x.
-fn series(s: &Section, prefix: &str, pages: bool) -> Vec<Series> {
+/// Median and range of MiB/s (or pages/s) per cell label over the rows of
+/// `s` that `keep` accepts, as chart series against each row's x; the
+/// series of section 3 are marked by direction.
+fn series(s: &Section, keep: impl Fn(&Row) -> bool, pages: bool) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
-    for row in s.rows.iter().filter(|r| r.label.starts_with(prefix)) {
+    for row in s.rows.iter().filter(|r| keep(r)) {
         for c in &row.cells {
             let v = if pages { c.pages_spread() } else { c.spread() };
             let Some(v) = v else { continue };
-            match out.iter_mut().find(|(n, _)| *n == c.label) {
-                Some((_, p)) => p.push((row.x, v.median)),
-                None => out.push((c.label.clone(), vec![(row.x, v.median)])),
+            let p = chart::Point {
+                x: row.x,
+                median: v.median,
+                min: v.min,
+                max: v.max,
+            };
+            match out.iter_mut().find(|se| se.name == c.label) {
+                Some(se) => se.points.push(p),
+                None => out.push(Series {
+                    name: c.label.clone(),
+                    engine: c.cfg.engine,
+                    marker: if !c.cfg.backward_combining {
+                        Marker::Square
+                    } else if c.cfg.pattern == Pattern::Backward {
+                        Marker::Triangle
+                    } else {
+                        Marker::Circle
+                    },
+                    points: vec![p],
+                }),
             }
         }
     }
     out
 }
 
-fn charts(out: &Path, sections: &[Section]) -> io::Result<usize> {
-    let mut n = 0;
-    let mut file = |name: &str| -> PathBuf {
-        n += 1;
-        out.join(name)
-    };
+/// A chart [`charts`] wrote: its file name (in the output directory), its
+/// section and what it shows.
+#[derive(Debug, Clone)]
+pub(crate) struct ChartFile {
+    pub(crate) file: String,
+    pub(crate) section: u8,
+    pub(crate) title: String,
+}
+
+/// The distinct x values of `s`'s rows that `keep` accepts, ascending.
+fn xs(s: &Section, keep: impl Fn(&Row) -> bool) -> Vec<f64> {
+    let mut v: Vec<f64> = s.rows.iter().filter(|r| keep(r)).map(|r| r.x).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// Writes the charts of `sections` into `out`.
+pub(crate) fn charts(out: &Path, sections: &[Section]) -> io::Result<Vec<ChartFile>> {
+    use chart::Scale::{Linear, Log};
+    let mut done = Vec::new();
     for s in sections {
+        let add = |file: String, title: String| ChartFile {
+            file,
+            section: s.id,
+            title,
+        };
         match s.id {
             1 => {
                 for row in &s.rows {
-                    let bars: Vec<(String, f64)> = row
+                    let bars: Vec<chart::Bar> = row
                         .cells
                         .iter()
                         .filter_map(|c| {
-                            c.spread()
-                                .map(|sp| (c.cfg.engine.name().to_string(), sp.median))
+                            c.spread().map(|sp| chart::Bar {
+                                name: c.cfg.engine.name().to_string(),
+                                engine: c.cfg.engine,
+                                value: chart::Point {
+                                    x: 0.0,
+                                    median: sp.median,
+                                    min: sp.min,
+                                    max: sp.max,
+                                },
+                            })
                         })
                         .collect();
+                    if bars.is_empty() {
+                        continue;
+                    }
                     let slug = row
                         .label
                         .replace([',', ' '], "")
                         .replace("O_DIRECT", "-direct");
-                    chart::bar_chart(
-                        &file(&format!("seqscan-{slug}.svg")),
-                        &format!("{} — sequential scan, {}", s.title, row.label),
-                        "MiB/s (median)",
-                        &bars,
-                    )?;
+                    let file = format!("seqscan-{slug}.svg");
+                    let direct = row.cells.iter().all(|c| c.cfg.direct);
+                    let title = format!(
+                        "sequential scan, {}{}",
+                        row.label,
+                        if direct {
+                            ""
+                        } else {
+                            " (glommio engines: O_DIRECT)"
+                        }
+                    );
+                    chart::bar_chart(&out.join(&file), &title, "MiB/s (median, min–max)", &bars)?;
+                    done.push(add(file, title));
                 }
             }
             2 => {
-                let ios: Vec<usize> = {
-                    let mut v: Vec<usize> = s
-                        .rows
-                        .iter()
-                        .filter_map(|r| r.cells.first().map(|c| c.cfg.max_ios))
-                        .collect();
-                    v.sort_unstable();
-                    v.dedup();
-                    v
-                };
-                let top = ios.last().copied().unwrap_or(16);
+                let top = s
+                    .rows
+                    .iter()
+                    .filter_map(|r| r.cells.first().map(|c| c.cfg.max_ios))
+                    .max()
+                    .unwrap_or(16);
                 for (mode, slug) in [
                     ("read-ahead on", "ra-on"),
                     ("read-ahead off", "ra-off"),
                     ("O_DIRECT", "direct"),
                 ] {
                     // density on x, at the deepest max_ios
-                    let mut ser = Vec::new();
-                    for row in s.rows.iter().filter(|r| {
+                    let keep = |r: &Row| {
                         r.label.starts_with(mode) && r.label.ends_with(&format!("max_ios {top}"))
-                    }) {
-                        for c in &row.cells {
-                            let Some(v) = c.spread() else { continue };
-                            match ser.iter_mut().find(|(n, _): &&mut Series| *n == c.label) {
-                                Some((_, p)) => p.push((row.x, v.median)),
-                                None => ser.push((c.label.clone(), vec![(row.x, v.median)])),
-                            }
-                        }
+                    };
+                    let ser = series(s, keep, false);
+                    if ser.is_empty() {
+                        continue;
                     }
+                    let file = format!("bitmap-{slug}.svg");
+                    let title = format!("bitmap scan, cold, {mode}, max_ios {top}");
                     chart::line_chart(
-                        &file(&format!("bitmap-{slug}.svg")),
-                        &format!("bitmap scan, {mode}, max_ios {top}"),
-                        "density (fraction of blocks)",
-                        "MiB/s (median)",
-                        true,
+                        &out.join(&file),
+                        &title,
+                        "density (fraction of the blocks)",
+                        "MiB/s (median, min–max)",
+                        Log,
+                        Log,
+                        Some(&xs(s, keep)),
                         &ser,
                     )?;
+                    done.push(add(file, title));
                 }
             }
-            3 => chart::line_chart(
-                &file("backward.svg"),
-                "forward vs backward, cold, O_DIRECT",
-                "io_combine_limit",
-                "MiB/s (median)",
-                false,
-                &series(s, "", false),
-            )?,
-            4 => chart::line_chart(
-                &file("random.svg"),
-                "random 8 KiB reads, cold, O_DIRECT",
-                "max_ios (fio: iodepth)",
-                "pages/s (median)",
-                true,
-                &series(s, "", true),
-            )?,
+            3 => {
+                let ser = series(s, |_| true, false);
+                if ser.is_empty() {
+                    continue;
+                }
+                let title = "forward (●) and backward (▲; ■ without combining), cold, O_DIRECT";
+                chart::line_chart(
+                    &out.join("backward.svg"),
+                    title,
+                    "io_combine_limit (blocks)",
+                    "MiB/s (median, min–max)",
+                    Log,
+                    Linear,
+                    Some(&xs(s, |_| true)),
+                    &ser,
+                )?;
+                done.push(add("backward.svg".into(), title.into()));
+            }
+            4 => {
+                let ser = series(s, |_| true, true);
+                if ser.is_empty() {
+                    continue;
+                }
+                let title = "random 8 KiB reads, cold, O_DIRECT";
+                chart::line_chart(
+                    &out.join("random.svg"),
+                    title,
+                    "max_ios (fio: iodepth)",
+                    "pages/s (median, min–max)",
+                    Log,
+                    Log,
+                    Some(&xs(s, |_| true)),
+                    &ser,
+                )?;
+                done.push(add("random.svg".into(), title.into()));
+            }
             _ => {}
         }
     }
-    Ok(n)
+    Ok(done)
 }
 
 #[cfg(test)]
