@@ -440,6 +440,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             prefetch: self.prefetch,
             yield_every,
             yield_left: yield_every,
+            exhausted_turns: 0,
         })
     }
 }
@@ -504,7 +505,19 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     yield_every: u64,
     /// Items the stream may still hand out before it yields.
     yield_left: u64,
+    /// Turns given to the runtime in a row because no frame could be had
+    /// (see [`EXHAUSTED_TURNS`]).
+    exhausted_turns: u32,
 }
+
+/// How many times in a row a stream that finds every frame pinned, with
+/// nothing of its own in flight, yields to the runtime before it reports
+/// [`ReadError::PoolExhausted`], while other streams share the pool. Their
+/// look-ahead pins come back as they run (a stream paused by its yield
+/// budget, a follower of a synchronized scan holding the pages it has not
+/// taken yet); a task that holds every frame itself gets the error after
+/// these turns, never a hang.
+const EXHAUSTED_TURNS: u32 = 64;
 
 // Nothing in a ReadStream relies on its address staying put.
 impl<E: IoEngine, S: BlockSource> Unpin for ReadStream<E, S> {}
@@ -797,6 +810,15 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
             match planner.prepare_head(&mut env) {
                 Head::End => return Poll::Ready(None),
                 Head::Exhausted => {
+                    if this.exhausted_turns < EXHAUSTED_TURNS
+                        && this.shared.pool.streams.load(Ordering::Relaxed) > 1
+                    {
+                        this.exhausted_turns += 1;
+                        yield_to_runtime(cx);
+                        return Poll::Pending;
+                    }
+                    this.exhausted_turns = 0;
+                    this.planner.stats.errors += 1;
                     let frames = this.shared.pool.nframes;
                     return Poll::Ready(Some(Err(ReadError::PoolExhausted { frames }.into())));
                 }
@@ -866,6 +888,7 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
         let item = Pin::new(&mut *this).poll_page(cx);
         if item.is_ready() {
             this.yield_left -= 1;
+            this.exhausted_turns = 0;
             #[cfg(feature = "tokio")]
             tokio_budget.made_progress();
         } else {

@@ -638,8 +638,8 @@ impl<D> Planner<D> {
                         // Every frame is pinned by others and nothing of ours
                         // will free one: say so. The block stays queued, so
                         // nothing is lost if the caller frees frames and asks
-                        // again.
-                        self.stats.errors += 1;
+                        // again. (The stream counts the error when it
+                        // reports it.)
                         return Head::Exhausted;
                     }
                 }
