@@ -86,7 +86,7 @@
 #![warn(clippy::clone_on_ref_ptr)]
 #![deny(unused_must_use, rustdoc::broken_intra_doc_links)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
-#![cfg_attr(loom, allow(dead_code, unreachable_pub))]
+#![cfg_attr(pagestream_loom, allow(dead_code, unreachable_pub))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod engine;

@@ -164,7 +164,7 @@ pub fn fadvise(fd: RawFd, offset: u64, len: u64, advice: libc::c_int) -> io::Res
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(pagestream_loom)))]
 mod tests {
     use super::*;
     use crate::testing::NotRegularFiles;

@@ -1,18 +1,18 @@
 //! The one place core names its synchronisation primitives.
 //!
-//! Everything else imports from here, so `RUSTFLAGS="--cfg loom"` swaps in
+//! Everything else imports from here, so `RUSTFLAGS="--cfg pagestream_loom"` swaps in
 //! [loom](https://docs.rs/loom)'s model-checked versions without forking the
 //! code (tokio's `loom` indirection). Only the frame-state protocol and the
 //! waiter hand-off are modelled; see `pool/loom_tests.rs`.
 
-#[cfg(not(loom))]
+#[cfg(not(pagestream_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(pagestream_loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
-#[cfg(loom)]
+#[cfg(pagestream_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-#[cfg(loom)]
+#[cfg(pagestream_loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 /// Lock a mutex, ignoring poisoning: every critical section in core leaves

@@ -1,5 +1,5 @@
 //! Loom models of the frame protocol. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p pagestream --lib --release loom`.
+//! `RUSTFLAGS="--cfg pagestream_loom" cargo test -p pagestream --lib --release loom`.
 
 use super::*;
 use loom::sync::atomic::AtomicBool;

@@ -11,11 +11,11 @@
 //! `waiters.rs` for the wake-up hand-off.
 
 mod frame;
-#[cfg(all(test, loom))]
+#[cfg(all(test, pagestream_loom))]
 mod loom_tests;
 mod ring;
 mod table;
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(pagestream_loom)))]
 mod tests;
 mod waiters;
 
