@@ -1285,11 +1285,21 @@ pub fn json_rows(args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
         return Err("--help is not a measurement".into());
     };
     o.json = true;
-    let m = measure(&o).map_err(|e| e.to_string())?;
-    Ok(m.sums
-        .iter()
-        .map(|s| s.json(&o, m.one, m.bench.pinned).into_value())
-        .collect())
+    // On a thread of its own: the measurement pins the thread it runs on
+    // (and the timer thread it starts) to CPUs, which must not outlast it
+    // in the caller.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let m = measure(&o).map_err(|e| e.to_string())?;
+                Ok(m.sums
+                    .iter()
+                    .map(|s| s.json(&o, m.one, m.bench.pinned).into_value())
+                    .collect())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the remote measurement panicked".into()))
+    })
 }
 
 fn run(o: Opts) -> io::Result<()> {
@@ -1339,9 +1349,11 @@ mod tests {
     use super::*;
 
     /// What `report` runs: the rows asked for, as JSON, in this process;
-    /// a bad command line is the program's usage line.
+    /// a bad command line is the program's usage line; the caller's CPU
+    /// affinity is what it was (the measurement pins its own threads).
     #[test]
     fn json_rows_in_process() {
+        let before = allowed_cpus();
         let rows = json_rows(&[
             "--pages",
             "200",
@@ -1357,6 +1369,7 @@ mod tests {
         .expect("runs");
         let names: Vec<&str> = rows.iter().map(|r| r["row"].as_str().unwrap()).collect();
         assert_eq!(names, ["one-at-a-time", "combine16"]);
+        assert_eq!(allowed_cpus(), before, "json_rows left the caller pinned");
         let e = json_rows(&["--pages", "0"]).unwrap_err();
         assert!(e.starts_with("remote: error: --pages"), "{e}");
     }
