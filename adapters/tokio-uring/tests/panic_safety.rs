@@ -161,13 +161,7 @@ fn hook_panic_at_shutdown_never_frees_frames_under_the_kernel() {
             assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
             let held = hold_other_blocks(&engine, &pool, &cached);
             std::thread::sleep(Duration::from_millis(300));
-            let changed: Vec<u64> = held
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (N + i as u64, p))
-                .filter(|(b, p)| !stamp::check(seed, *b, &p[..]))
-                .map(|(b, _)| b)
-                .collect();
+            let changed = stamp::wrong_blocks(seed, held.iter().map(|p| (p.block(), &p[..])));
             assert!(
                 changed.is_empty(),
                 "{what}: {} of {N} held pages changed under their guards (first: block {})",
@@ -266,13 +260,7 @@ fn frames_in_flight_at_shutdown_stay_out_of_use_until_the_kernel_is_done() {
             let held = held.unwrap_or_else(|| panic!("{what}: the frames never came free"));
             // Long after any read of the first thread would have ended.
             std::thread::sleep(Duration::from_millis(300));
-            let changed: Vec<u64> = held
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (N + i as u64, p))
-                .filter(|(b, p)| !stamp::check(seed, *b, &p[..]))
-                .map(|(b, _)| b)
-                .collect();
+            let changed = stamp::wrong_blocks(seed, held.iter().map(|p| (p.block(), &p[..])));
             assert!(
                 changed.is_empty(),
                 "{what}: {} of {N} held pages changed under their guards (first: block {})",

@@ -213,13 +213,7 @@ fn hook_panic_in_drop_never_frees_frames_under_the_kernel() {
             let held = hold_other_blocks(&pool, &cached);
             // Long after any read of the first runtime would have ended.
             std::thread::sleep(Duration::from_millis(300));
-            let changed: Vec<u64> = held
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (N + i as u64, p))
-                .filter(|(b, p)| !stamp::check(seed, *b, &p[..]))
-                .map(|(b, _)| b)
-                .collect();
+            let changed = stamp::wrong_blocks(seed, held.iter().map(|p| (p.block(), &p[..])));
             assert!(
                 changed.is_empty(),
                 "{what}: {} of {N} held pages changed under their guards (first: block {})",

@@ -28,6 +28,16 @@ pub fn check(seed: u64, block: u64, page: &[u8]) -> bool {
     })
 }
 
+/// The blocks among `pages` (block number, bytes) whose bytes are not
+/// their stamp under `seed`, in the order given.
+pub fn wrong_blocks<'a>(seed: u64, pages: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u64> {
+    pages
+        .into_iter()
+        .filter(|&(b, page)| !check(seed, b, page))
+        .map(|(b, _)| b)
+        .collect()
+}
+
 /// Which block a stamped page claims to be (its first 8 bytes).
 pub fn block_of(page: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(page.get(..8)?.try_into().ok()?))

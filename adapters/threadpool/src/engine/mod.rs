@@ -663,27 +663,49 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(30);
 
+    /// `engine` wrapped, its reads held at `gate` if given, primed if
+    /// `prime`.
+    fn staged(engine: &ThreadPoolEngine, gate: Option<&Arc<Gate>>, prime: bool) -> Staged {
+        Staged {
+            inner: engine.clone(),
+            gate: gate.cloned(),
+            prime,
+        }
+    }
+
+    /// Holds one of `engine`'s threads inside a read of block 0 of `f`
+    /// (primed if `prime`) until the returned gate opens; the receiver
+    /// hears when that read is back.
+    fn hold_a_thread(
+        engine: &ThreadPoolEngine,
+        f: &StampedFile,
+        seed: u64,
+        prime: bool,
+    ) -> (
+        Arc<Gate>,
+        std::sync::mpsc::Receiver<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let gate = Arc::new(Gate::default());
+        let (held, t) = read_block(staged(engine, Some(&gate), prime), f, seed, 0);
+        gate.wait_entered(1);
+        (gate, held, t)
+    }
+
     #[test]
     fn a_primed_read_is_taken_by_an_idle_thread_not_queued_behind_a_blocked_one() {
         let f = StampedFile::with_seed("primed-idle", 31, 4, BS);
         let engine = two_thread_engine();
-        let gate = Arc::new(Gate::default());
-        let staged = |gate: Option<&Arc<Gate>>, prime| Staged {
-            inner: engine.clone(),
-            gate: gate.cloned(),
-            prime,
-        };
         // Thread one is held inside a read.
-        let (held, ta) = read_block(staged(Some(&gate), false), &f, 31, 0);
-        gate.wait_entered(1);
+        let (gate, held, ta) = hold_a_thread(&engine, &f, 31, false);
         // A second read starts thread two, which then idles.
-        let (rx, tb) = read_block(staged(None, false), &f, 31, 1);
+        let (rx, tb) = read_block(staged(&engine, None, false), &f, 31, 1);
         rx.recv_timeout(WAIT).expect("the second read completed");
         tb.join().unwrap();
         wait_threads(&engine, |st| st.threads == 2 && st.idle == 1);
         // A primed read now: the idle thread takes it while thread one is
         // still held.
-        let (rx, tc) = read_block(staged(None, true), &f, 31, 2);
+        let (rx, tc) = read_block(staged(&engine, None, true), &f, 31, 2);
         let done = rx.recv_timeout(WAIT);
         let es = engine.stats();
         gate.open();
@@ -702,22 +724,10 @@ mod tests {
     fn a_primed_read_does_not_wait_behind_a_thread_on_an_unprimed_read() {
         let f = StampedFile::with_seed("primed-unprimed", 32, 4, BS);
         let engine = two_thread_engine();
-        let gate = Arc::new(Gate::default());
-        let held_engine = Staged {
-            inner: engine.clone(),
-            gate: Some(Arc::clone(&gate)),
-            prime: false,
-        };
-        let (held, ta) = read_block(held_engine, &f, 32, 0);
-        gate.wait_entered(1);
+        let (gate, held, ta) = hold_a_thread(&engine, &f, 32, false);
         // The only thread is held in a read that is not primed; the pool
         // has room for a second, which takes the primed read.
-        let primed = Staged {
-            inner: engine.clone(),
-            gate: None,
-            prime: true,
-        };
-        let (rx, tc) = read_block(primed, &f, 32, 2);
+        let (rx, tc) = read_block(staged(&engine, None, true), &f, 32, 2);
         let done = rx.recv_timeout(WAIT);
         let es = engine.stats();
         gate.open();
@@ -738,20 +748,8 @@ mod tests {
         // while the busy thread is on a primed read itself.
         let f = StampedFile::with_seed("primed-primed", 33, 4, BS);
         let engine = two_thread_engine();
-        let gate = Arc::new(Gate::default());
-        let held_engine = Staged {
-            inner: engine.clone(),
-            gate: Some(Arc::clone(&gate)),
-            prime: true,
-        };
-        let (held, ta) = read_block(held_engine, &f, 33, 0);
-        gate.wait_entered(1);
-        let primed = Staged {
-            inner: engine.clone(),
-            gate: None,
-            prime: true,
-        };
-        let (rx, tc) = read_block(primed, &f, 33, 2);
+        let (gate, held, ta) = hold_a_thread(&engine, &f, 33, true);
+        let (rx, tc) = read_block(staged(&engine, None, true), &f, 33, 2);
         // Once the second read is queued, it is still waiting for the one
         // thread.
         wait_threads(&engine, |st| !st.jobs.is_empty());
