@@ -20,7 +20,7 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["--combining", "maybe"], "maybe"),
         (&["--combine", "1,x"], "\"x\""),
         (&["--combine", "0"], "io_combine_limit must be 1 to"),
-        (&["--combine", "1,1000"], "io_combine_limit must be 1 to"),
+        (&["--combine", "1,5000"], "io_combine_limit must be 1 to"),
         (&["--combine", ""], "--combine"),
         (&["--pairs", "0"], "--pairs"),
         (&["--pairs", "-1"], "--pairs"),

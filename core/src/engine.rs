@@ -96,6 +96,11 @@ use std::io::{self, IoSliceMut};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Most buffers [`ReadRequest::buffers_mut`] and
+/// [`ReadRequest::raw_buffers`] return for one read: Linux's `IOV_MAX`, the
+/// most a `preadv` or an io_uring `READV` takes.
+pub const MAX_BUFFERS: usize = 1024;
+
 /// Identifies a file in the pool's block map. Streams over the same file
 /// must use the same id to share frames; different files need different ids.
 ///
@@ -289,7 +294,8 @@ impl BlockCount {
 /// the stream is built ([`IoEngine::hints`]).
 ///
 /// The default suits an engine whose reads are truly asynchronous: no
-/// advice, one full-sized read ahead when reads are cached, no help.
+/// advice, one full-sized read ahead when reads are cached, no help, and
+/// the stream's own defaults for read size and reads in flight.
 ///
 /// ```
 /// use pagestream::engine::{CachedReads, EngineHints};
@@ -308,6 +314,17 @@ pub struct EngineHints {
     /// The engine may queue reads that [`IoEngine::help`] can do on the
     /// polling thread; the stream calls `help` only if this is set.
     pub help: bool,
+    /// The read size this engine works best with, in bytes: a stream whose
+    /// caller did not set
+    /// [`io_combine_limit`](crate::StreamBuilder::io_combine_limit) combines
+    /// up to this many bytes (rounded down to whole blocks, at most
+    /// [`MAX_IO_COMBINE_LIMIT`](crate::MAX_IO_COMBINE_LIMIT) blocks). Object
+    /// storage wants megabytes per request. `None`: PostgreSQL's 16 blocks.
+    pub read_bytes: Option<usize>,
+    /// Reads in flight this engine works best with: a stream whose caller
+    /// did not set [`max_ios`](crate::StreamBuilder::max_ios) keeps up to
+    /// this many (at most [`MAX_IOS`](crate::MAX_IOS)). `None`: 16.
+    pub reads_in_flight: Option<usize>,
 }
 
 impl EngineHints {
@@ -317,7 +334,23 @@ impl EngineHints {
             advice: false,
             cached_reads: CachedReads::One,
             help: false,
+            read_bytes: None,
+            reads_in_flight: None,
         }
+    }
+
+    /// Sets [`read_bytes`](Self::read_bytes).
+    #[must_use]
+    pub const fn with_read_bytes(mut self, bytes: usize) -> Self {
+        self.read_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets [`reads_in_flight`](Self::reads_in_flight).
+    #[must_use]
+    pub const fn with_reads_in_flight(mut self, reads: usize) -> Self {
+        self.reads_in_flight = Some(reads);
+        self
     }
 
     /// Sets [`advice`](Self::advice).
@@ -575,8 +608,14 @@ impl ReadRequest {
     /// are adjacent in memory (a ring or a fresh pool hands out adjacent
     /// frames, so a whole read is often one buffer), the first starting
     /// after any bytes an earlier short read filled.
+    ///
+    /// At most [`MAX_BUFFERS`] of them (the kernel's `IOV_MAX`): a large
+    /// read into scattered frames gets the first `MAX_BUFFERS` runs, so an
+    /// engine that reads what they hold reports a short read and issues the
+    /// remainder like any other.
     pub fn buffers_mut(&mut self) -> Vec<IoSliceMut<'_>> {
         self.runs()
+            .take(MAX_BUFFERS)
             .map(|(ptr, len)| {
                 // SAFETY: each run covers whole frames owned by this request
                 // (the first from `skip`), which holds their IO status
@@ -590,11 +629,11 @@ impl ReadRequest {
             .collect()
     }
 
-    /// Raw destination pointers and lengths, as [`buffers_mut`](Self::buffers_mut),
+    /// Raw destination pointers and lengths (at most [`MAX_BUFFERS`]), as [`buffers_mut`](Self::buffers_mut),
     /// for engines that hand memory to the kernel (io_uring). The pointers stay valid, and
     /// exclusively this request's, until it is completed or dropped.
     pub fn raw_buffers(&mut self) -> Vec<(*mut u8, usize)> {
-        self.runs().collect()
+        self.runs().take(MAX_BUFFERS).collect()
     }
 
     /// The destination as runs of adjacent frames, `(start, len)`, computed
@@ -624,6 +663,67 @@ impl ReadRequest {
             // overlap frames we own exclusively. `n <= len` and
             // `copied + n <= src.len()`.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(copied), ptr, n) };
+            copied += n;
+            if copied == src.len() {
+                break;
+            }
+        }
+        copied
+    }
+
+    /// Whether a stream still wants this read: some stream holds a pin on
+    /// one of the pages it has still to fill. The stream that started it
+    /// pins them until it hands them out, so a read stops being wanted only
+    /// when that stream is reset, closed or dropped and no other stream is
+    /// waiting for one of its pages. An engine may then drop the request
+    /// instead of finishing it (its frames go back empty, and a stream that
+    /// asks for those blocks later reads them again). A momentary pin (a
+    /// lookup through a stale table slot checking a frame's tag) can make a
+    /// read look wanted; never the reverse.
+    pub fn is_wanted(&self) -> bool {
+        let pool = &self.stream.pool;
+        self.frames[self.done..].iter().any(|&f| pool.is_pinned(f))
+    }
+
+    /// A future that is ready once this read is no longer
+    /// [wanted](Self::is_wanted), for engines whose reads are worth
+    /// aborting (a long network transfer): race it against the read and
+    /// drop the request if it wins. It owns what it needs (not a borrow of
+    /// the request, which the engine goes on filling), is woken whenever a
+    /// stream on the pool releases its look-ahead (a reset, a `close`, a
+    /// drop), never on the hot path, and never resolves while a stream
+    /// still waits for one of the pages.
+    pub fn abandoned(&self) -> Abandoned {
+        Abandoned {
+            pool: Arc::clone(&self.stream.pool),
+            frames: self.frames[self.done..].to_vec(),
+            key: None,
+            waker: None,
+            seen: None,
+        }
+    }
+
+    /// Copies `src` into the destination, starting `at` bytes into it (the
+    /// bytes [`offset`](Self::offset)` + at ..` of the file), for engines
+    /// that receive a read in pieces (a network body). Returns the bytes
+    /// copied: fewer than `src.len()` only past
+    /// [`len_bytes`](Self::len_bytes).
+    pub fn copy_at(&mut self, at: usize, src: &[u8]) -> usize {
+        let mut skip = at;
+        let mut copied = 0;
+        for (ptr, len) in self.runs() {
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            let n = (len - skip).min(src.len() - copied);
+            // SAFETY: `ptr + skip .. ptr + skip + n` lies in a run of frames
+            // this request owns the IO status of (frame.rs rule 1), inside
+            // the pool's allocation (see `buffers_mut`), as `skip + n <=
+            // len`; `&mut self` means no other borrow of them exists, and
+            // `src` cannot overlap frames we own exclusively.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(copied), ptr.add(skip), n) };
+            skip = 0;
             copied += n;
             if copied == src.len() {
                 break;
@@ -813,6 +913,70 @@ impl ReadRequest {
                 std::panic::resume_unwind(p);
             }
         }
+    }
+}
+
+/// Resolves when a read is no longer wanted: see [`ReadRequest::abandoned`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Abandoned {
+    pool: Arc<crate::pool::PoolInner>,
+    /// The frames the read had still to fill when this was made.
+    frames: Vec<u32>,
+    /// This future's slot in the pool's watcher list, once registered.
+    key: Option<usize>,
+    /// The waker registered there (so a poll with the same waker takes no
+    /// lock).
+    waker: Option<std::task::Waker>,
+    /// The pool's release count when the pins were last found held.
+    seen: Option<u64>,
+}
+
+impl fmt::Debug for Abandoned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Abandoned")
+            .field("frames", &self.frames.len())
+            .field("registered", &self.key.is_some())
+            .finish()
+    }
+}
+
+impl std::future::Future for Abandoned {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let this = self.get_mut();
+        let watchers = &this.pool.watchers;
+        // Register first, then read the count, then the pins: a release
+        // after the registration wakes this task, and one before it is seen
+        // in the count and in the pins (see `pool/watchers.rs`).
+        if this.key.is_none() || !this.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            watchers.register(&mut this.key, cx.waker());
+            this.waker = Some(cx.waker().clone());
+        }
+        let releases = watchers.releases();
+        if this.seen == Some(releases) {
+            return std::task::Poll::Pending;
+        }
+        // Frames the read has published since are VALID; a pin on one (the
+        // consumer holding its page, or even a later block in that frame)
+        // only keeps the read going, which is always correct.
+        if this.frames.iter().any(|&f| this.pool.is_pinned(f)) {
+            this.seen = Some(releases);
+            std::task::Poll::Pending
+        } else {
+            watchers.unregister(&mut this.key);
+            this.waker = None;
+            std::task::Poll::Ready(())
+        }
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        self.pool.watchers.unregister(&mut self.key);
     }
 }
 

@@ -113,7 +113,8 @@ pub type BlockNumber = u64;
 #[cfg(any(feature = "testing", test))]
 pub use engine::ReadFilter;
 pub use engine::{
-    BlockCount, CachedReads, EngineFile, EngineHints, FileId, IoEngine, ReadOutcome, ReadRequest,
+    Abandoned, BlockCount, CachedReads, EngineFile, EngineHints, FileId, IoEngine, ReadOutcome,
+    ReadRequest, MAX_BUFFERS,
 };
 pub use error::{BuildError, ReadError};
 pub use guard::PageGuard;

@@ -19,10 +19,19 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-/// Largest `io_combine_limit` (PostgreSQL 18's maximum, 1 MiB at 8 KiB).
-pub const MAX_IO_COMBINE_LIMIT: usize = 128;
+/// Largest `io_combine_limit`: 32 MiB reads at 8 KiB blocks, for object
+/// storage, whose requests are cheapest at 8–16 MiB (PostgreSQL 18 stops at
+/// 128 blocks, 1 MiB, for local devices). A read into frames scattered over
+/// more than [`MAX_BUFFERS`](crate::MAX_BUFFERS) runs is done in parts.
+pub const MAX_IO_COMBINE_LIMIT: usize = 4096;
 /// Largest `max_ios` (PostgreSQL's `effective_io_concurrency` maximum).
 pub const MAX_IOS: usize = 1000;
+
+/// `io_combine_limit` when neither the caller nor the engine chooses one
+/// (PostgreSQL's default: 128 KiB at 8 KiB blocks).
+const DEFAULT_COMBINE: usize = 16;
+/// `max_ios` when neither the caller nor the engine chooses one.
+const DEFAULT_MAX_IOS: usize = 16;
 
 /// How long a stream may go on handing out items without giving its task
 /// back to the runtime; see [`StreamBuilder::yield_budget`].
@@ -108,7 +117,8 @@ impl fmt::Debug for StreamShared {
 /// setters below, finished by [`build`](Self::build), which fixes `S`.
 ///
 /// Every setter has a default (PostgreSQL's where it has one): 16 reads in
-/// flight, 16 blocks per read, no ring, [`AdvicePolicy::Auto`], backward
+/// flight and 16 blocks per read (or what the engine asks for, see
+/// [`EngineHints::read_bytes`](crate::EngineHints::read_bytes)), no ring, [`AdvicePolicy::Auto`], backward
 /// combining and the fast path on.
 ///
 /// ```
@@ -131,8 +141,8 @@ pub struct StreamBuilder<E: IoEngine, S> {
     pool: BufferPool,
     engine: E,
     file: E::File,
-    max_ios: usize,
-    combine: usize,
+    max_ios: Option<usize>,
+    combine: Option<usize>,
     ring: Option<RingSize>,
     advice: AdvicePolicy,
     backward_combining: bool,
@@ -170,8 +180,8 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             pool: pool.clone(),
             engine,
             file,
-            max_ios: 16,
-            combine: 16,
+            max_ios: None,
+            combine: None,
             ring: None,
             advice: AdvicePolicy::Auto,
             backward_combining: true,
@@ -184,16 +194,19 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     }
 
     /// Reads in flight at most (PostgreSQL's `effective_io_concurrency`).
-    /// 0 means one read at a time and no advice. Default 16.
+    /// 0 means one read at a time and no advice. Default 16, or the
+    /// engine's [`reads_in_flight`](crate::EngineHints::reads_in_flight).
     pub fn max_ios(mut self, n: usize) -> Self {
-        self.max_ios = n;
+        self.max_ios = Some(n);
         self
     }
 
     /// Blocks per read at most (PostgreSQL's `io_combine_limit`), 1 to
-    /// [`MAX_IO_COMBINE_LIMIT`]. Default 16 (128 KiB at 8 KiB blocks).
+    /// [`MAX_IO_COMBINE_LIMIT`]. Default 16 (128 KiB at 8 KiB blocks), or
+    /// the engine's [`read_bytes`](crate::EngineHints::read_bytes) in
+    /// blocks.
     pub fn io_combine_limit(mut self, n: usize) -> Self {
-        self.combine = n;
+        self.combine = Some(n);
         self
     }
 
@@ -321,22 +334,33 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     where
         S: BlockSource,
     {
-        if self.combine == 0 {
+        let hints = self.engine.hints(&self.file);
+        let block_size = self.pool.inner.block_size;
+        let combine = self.combine.unwrap_or_else(|| match hints.read_bytes {
+            Some(bytes) => (bytes / block_size).clamp(1, MAX_IO_COMBINE_LIMIT),
+            None => DEFAULT_COMBINE,
+        });
+        let max_ios = self.max_ios.unwrap_or_else(|| {
+            hints
+                .reads_in_flight
+                .map_or(DEFAULT_MAX_IOS, |n| n.min(MAX_IOS))
+        });
+        if combine == 0 {
             return Err(BuildError::Zero {
                 what: "io_combine_limit",
             });
         }
-        if self.combine > MAX_IO_COMBINE_LIMIT {
+        if combine > MAX_IO_COMBINE_LIMIT {
             return Err(BuildError::TooLarge {
                 what: "io_combine_limit",
-                value: self.combine,
+                value: combine,
                 max: MAX_IO_COMBINE_LIMIT,
             });
         }
-        if self.max_ios > MAX_IOS {
+        if max_ios > MAX_IOS {
             return Err(BuildError::TooLarge {
                 what: "max_ios",
-                value: self.max_ios,
+                value: max_ios,
                 max: MAX_IOS,
             });
         }
@@ -357,8 +381,8 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             }
             Some(r) => Some(Ring::new(
                 r.frames(pool.block_size).min(pool.nframes),
-                ((self.max_ios + 1) * self.combine + self.combine).min(pool.nframes),
-                self.combine,
+                ((max_ios + 1) * combine + combine).min(pool.nframes),
+                combine,
             )),
         };
         let count = self
@@ -388,14 +412,13 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             }
             Some(bytes) => bytes / pool.block_size as u64,
         };
-        let budget = (self.max_ios + 1) * self.combine;
-        let hints = self.engine.hints(&self.file);
+        let budget = (max_ios + 1) * combine;
         let cfg = PlanConfig {
-            max_ios: self.max_ios.max(1),
-            combine: self.combine,
+            max_ios: max_ios.max(1),
+            combine,
             budget,
             advice: self.advice,
-            advice_possible: self.max_ios > 0 && hints.advice,
+            advice_possible: max_ios > 0 && hints.advice,
             kernel_readahead: self.file.kernel_readahead(),
             backward_combining: self.backward_combining,
             fast_path: self.fast_path,
@@ -696,8 +719,10 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
         // The new source first: the planner's reset ends by dropping user
         // data, and the old source is dropped last, both of which may panic.
         let old = std::mem::replace(&mut self.source, source);
+        let released = Released(Arc::clone(&self.shared.pool));
         let (planner, mut env) = self.split();
         planner.reset(&mut env);
+        drop(released);
         drop(old);
     }
 
@@ -706,6 +731,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
     /// instead does not wait (its reads still finish on their own).
     pub async fn close(mut self) -> StreamStats {
         {
+            let _released = Released(Arc::clone(&self.shared.pool));
             let (planner, mut env) = self.split();
             planner.reset(&mut env);
         }
@@ -928,7 +954,20 @@ impl<E: IoEngine, S: BlockSource> Drop for ReadStream<E, S> {
         }
         pool.stream_ended(self.claim);
         lock(&pool.totals).merge(&self.planner.stats);
+        let _released = Released(Arc::clone(&self.shared.pool));
         let (planner, mut env) = self.split();
         planner.reset(&mut env);
+    }
+}
+
+/// Tells the pool's watchers (engines that abort reads no stream wants,
+/// see [`ReadRequest::abandoned`]) that a stream has released its
+/// look-ahead pins: on drop, so also when the reset that released them
+/// panics in the drop of a block's data.
+struct Released(Arc<PoolInner>);
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        self.0.watchers.released();
     }
 }

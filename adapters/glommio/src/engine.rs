@@ -232,6 +232,13 @@ pub fn cancel_reads_in_flight() -> usize {
     n
 }
 
+/// Most bytes one glommio read asks for. Its buffers come from glommio's
+/// registered `io_memory`, which `RLIMIT_MEMLOCK` bounds (8 MiB is common),
+/// so a larger request (up to [`pagestream::MAX_IO_COMBINE_LIMIT`] blocks) is
+/// read in parts: each part is reported as a short read, and the remainder
+/// goes on in the same task.
+const MAX_READ_BYTES: usize = 1 << 20;
+
 /// Reads the request in `slot` to its end: reads the enclosing aligned
 /// range into a glommio buffer, copies the wanted bytes into the frames,
 /// completes, and reads whatever remainder a short read leaves. Stops when
@@ -256,6 +263,7 @@ async fn read_task(file: Rc<FileInner>, counters: Rc<Counters>, req: ReadRequest
         // that ended mid-sector; read the aligned range around it.
         let start = offset - offset % file.align;
         let head = (offset - start) as usize;
+        let want = want.min(MAX_READ_BYTES);
         let span = (head + want).div_ceil(file.align as usize) * file.align as usize;
         bump(&counters.reads, 1);
         let read = file.dma.read_at_aligned(start, span).await;

@@ -902,7 +902,7 @@ mod tests {
     fn lists_and_modes() {
         assert_eq!(parse_list("32, 8,8,1"), Ok(vec![32, 8, 1]));
         assert!(parse_list("0").is_err());
-        assert!(parse_list("129").is_err());
+        assert!(parse_list("4097").is_err());
         assert!(parse_list("8,").is_err());
         let o = parse(&["--direct", "--combining", "on", "--combine=16"])
             .unwrap()

@@ -200,6 +200,9 @@ pub(crate) struct Planner<D> {
     pub(crate) stats: StreamStats,
 }
 
+/// Look-ahead entries the queue is allocated for up front.
+const QUEUE_CAPACITY: usize = 4096;
+
 impl<D> Planner<D> {
     pub(crate) fn new(mut cfg: PlanConfig) -> Self {
         // The engine's wish, whatever it returned: more reads in flight
@@ -218,7 +221,10 @@ impl<D> Planner<D> {
             reader: true,
             issued_any: false,
             followed_any: false,
-            queue: VecDeque::with_capacity(cfg.budget + 1),
+            // The budget may be far larger than the pool (it is clamped to
+            // the frames available as reads start): the queue grows to what
+            // look-ahead really reaches.
+            queue: VecDeque::with_capacity(cfg.budget.min(QUEUE_CAPACITY) + 1),
             cfg,
             head_seq: 0,
             pending_n: 0,

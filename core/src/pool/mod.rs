@@ -18,6 +18,7 @@ mod table;
 #[cfg(all(test, not(pagestream_loom)))]
 mod tests;
 mod waiters;
+mod watchers;
 
 pub use ring::RingSize;
 
@@ -37,6 +38,7 @@ use std::ptr::NonNull;
 use std::task::Waker;
 use table::{FileTable, EMPTY_SLOT};
 use waiters::Waiters;
+pub(crate) use watchers::Watchers;
 
 /// Alignment of the pool's memory: every frame is aligned to
 /// `min(block_size, FRAME_ALIGN)`, enough for O_DIRECT with block sizes of
@@ -213,6 +215,7 @@ impl PoolBuilder {
                 files: Mutex::new(HashMap::new()),
                 hand: AtomicU64::new(0),
                 waiters: Waiters::new(),
+                watchers: Watchers::default(),
                 reserved: AtomicUsize::new(0),
                 streams: AtomicUsize::new(0),
                 share: AtomicUsize::new(self.frames),
@@ -319,6 +322,8 @@ pub(crate) struct PoolInner {
     hand: AtomicU64,
     /// Tasks waiting for another stream's read.
     waiters: Waiters,
+    /// Reads waiting to hear that no stream wants them (`watchers.rs`).
+    pub(crate) watchers: Watchers,
     /// Frames live streams claim for look-ahead (each its pin budget, at most
     /// the pool, while it reads blocks itself; nothing while it only follows
     /// other streams' reads), summed; read when a stream looks ahead, written
@@ -383,6 +388,11 @@ impl PoolInner {
     #[inline]
     pub(crate) fn status(&self, f: u32) -> Status {
         frame::status(self.header(f).load())
+    }
+
+    /// Whether any pin is held on frame `f`.
+    pub(crate) fn is_pinned(&self, f: u32) -> bool {
+        frame::pins(self.header(f).load()) != 0
     }
 
     #[inline]

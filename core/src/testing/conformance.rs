@@ -947,7 +947,7 @@ pub async fn bad_configuration<H: Harness>(h: &H) {
         .unwrap_err();
     assert!(e.to_string().contains("io_combine_limit"), "{e}");
     let e = builder(&pool, h, file.clone())
-        .io_combine_limit(129)
+        .io_combine_limit(crate::MAX_IO_COMBINE_LIMIT + 1)
         .build(source::forward(0..4))
         .unwrap_err();
     assert!(e.to_string().contains("io_combine_limit"), "{e}");
