@@ -107,7 +107,8 @@ pub const MAX_BUFFERS: usize = 1024;
 /// An id keeps the whole identity it was made from, never a lossy digest of
 /// it: ids made the same way from different values differ, and ids made in
 /// different ways ([`new`](Self::new), [`from_dev_ino`](Self::from_dev_ino),
-/// [`block_device`](Self::block_device), [`anonymous`](Self::anonymous))
+/// [`block_device`](Self::block_device), [`anonymous`](Self::anonymous),
+/// [`keyed`](Self::keyed))
 /// never equal each other. Use the id itself as a key (it is `Copy`, `Eq`,
 /// `Ord` and `Hash`), for example in [`SyncScans`](crate::source::SyncScans).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -124,6 +125,9 @@ enum IdRepr {
     BlockDevice(u64),
     /// An in-memory file: a process-wide serial number.
     Anonymous(u64),
+    /// A file named by a key (an object's URL and version): the key's
+    /// serial number in the process-wide key table.
+    Keyed(u64),
 }
 
 /// Source of anonymous serial numbers (a plain std atomic: a process-wide
@@ -157,6 +161,25 @@ impl FileId {
     /// A fresh id no other call of `anonymous` returns (for in-memory files).
     pub fn anonymous() -> FileId {
         FileId(IdRepr::Anonymous(NEXT_ANON.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// The id of the file named `key`: equal keys give the same id in the
+    /// whole process, different keys different ids (each key is kept, not
+    /// hashed: ids never collide). For files that have no device and inode,
+    /// such as objects in object storage (the key is the object's URL and
+    /// its version, so a changed object gets a new id and none of the old
+    /// version's pages). Each distinct key is kept for the life of the
+    /// process.
+    pub fn keyed(key: &str) -> FileId {
+        static KEYS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, u64>>> =
+            std::sync::OnceLock::new();
+        let mut keys = KEYS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let next = keys.len() as u64;
+        let n = *keys.entry(key.to_owned()).or_insert(next);
+        FileId(IdRepr::Keyed(n))
     }
 
     /// The value given to [`new`](Self::new), if the id was made that way.
@@ -200,6 +223,7 @@ impl fmt::Display for FileId {
                 write!(f, "block device {ma}:{mi}")
             }
             IdRepr::Anonymous(n) => write!(f, "in-memory file {n}"),
+            IdRepr::Keyed(n) => write!(f, "keyed file {n}"),
         }
     }
 }

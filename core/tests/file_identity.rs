@@ -143,3 +143,27 @@ fn two_files_whose_ids_collided_each_get_their_own_pages() {
     assert!(scan_checks(&pool, &b, n).is_empty(), "file B, warm");
     assert!(scan_checks(&pool, &a, n).is_empty(), "file A, warm");
 }
+
+#[test]
+fn keyed_ids_are_equal_exactly_when_their_keys_are() {
+    let keys = [
+        "s3://bucket/base/5/16384#etag1",
+        "s3://bucket/base/5/16384#etag2",
+        "s3://bucket/base/5/16384.1#etag1",
+        "http://127.0.0.1:8080/base/5/16384",
+        "",
+    ];
+    for (i, a) in keys.iter().enumerate() {
+        for (j, b) in keys.iter().enumerate() {
+            assert_eq!(FileId::keyed(a) == FileId::keyed(b), i == j, "{a:?} vs {b:?}");
+        }
+    }
+    // No other constructor's id equals a keyed one, whatever the numbers.
+    let first = FileId::keyed(keys[0]);
+    for n in 0..16 {
+        assert_ne!(first, FileId::new(n));
+        assert_ne!(first, FileId::from_dev_ino(0, n));
+        assert_ne!(first, FileId::block_device(n));
+    }
+    assert_ne!(first, FileId::anonymous());
+}

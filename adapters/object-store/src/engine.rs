@@ -1,0 +1,604 @@
+//! The engine: a read is a range GET on the tokio runtime, streamed into the
+//! read's frames.
+
+use crate::file::{FileInner, ObjectFile};
+use crate::hedge::{Hedging, Latencies};
+use crate::url::{build_store, parse};
+use futures::StreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientOptions, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt,
+    RetryConfig,
+};
+use pagestream::{EngineCounters, EngineHints, IoEngine, ReadRequest};
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
+
+/// Bytes per GET by default: the size at which a GET's fixed cost (its
+/// round trip) is small beside its transfer at the bandwidth one request
+/// gets. See the crate docs for the measurement behind it.
+pub const DEFAULT_READ_BYTES: usize = 4 << 20;
+
+/// GETs in flight per stream by default: with one request streaming at
+/// 25–95 MiB/s, bandwidth comes from many in parallel.
+pub const DEFAULT_READS_IN_FLIGHT: usize = 64;
+
+/// Reads pages of objects with range GETs through [`object_store`].
+///
+/// Made by [`ObjectStoreEngine::builder`] (or [`new`](Self::new)) inside a
+/// tokio runtime, whose handle it keeps: every read is a task on that
+/// runtime, so reads complete on their own whichever executor polls the
+/// stream, and the engine is `Send` and cheap to clone (one `Arc`).
+///
+/// - **Requests sized for the store**: a stream over this engine combines
+///   up to [`read_bytes`](ObjectStoreEngineBuilder::read_bytes) per GET and
+///   keeps up to
+///   [`reads_in_flight`](ObjectStoreEngineBuilder::reads_in_flight) GETs in
+///   flight, unless its builder says otherwise (the engine's
+///   [`EngineHints`]). A pool too small for that many full-sized reads gets
+///   smaller reads, not fewer.
+/// - **Stragglers are hedged** ([`Hedging`]): a GET whose response has not
+///   begun within a threshold learnt from the latencies observed so far is
+///   sent again; the first copy to finish fills the frames and the other is
+///   dropped (cancelled).
+/// - **Retries** (5xx, 429, connection errors) are object_store's, set by
+///   [`retry`](ObjectStoreEngineBuilder::retry) for stores this engine
+///   builds from URLs; an error after the last retry fails that read only,
+///   naming the object, the byte range and the store's error.
+/// - **Abandoned reads stop**: a GET whose pages no stream wants any more
+///   (its stream was dropped or reset, and no other stream waits for them)
+///   is cancelled, and its frames go back empty.
+/// - **No wrong pages**: a GET for an object with an ETag asks for that
+///   version (`If-Match`), so an object replaced under a scan fails its
+///   reads instead of mixing versions; an object shorter than its length
+///   at open is an error, never zeroes.
+#[derive(Clone)]
+pub struct ObjectStoreEngine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    handle: Handle,
+    read_bytes: usize,
+    reads_in_flight: usize,
+    latencies: Latencies,
+    retry: RetryConfig,
+    client: ClientOptions,
+    /// Stores built from URLs, by `scheme://authority`, so every object on
+    /// one server shares its connection pool.
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    gets: AtomicU64,
+    bytes: AtomicU64,
+    hedged: AtomicU64,
+    hedge_won: AtomicU64,
+    aborted: AtomicU64,
+    failed: AtomicU64,
+    first_byte_ns: AtomicU64,
+    first_byte_max_ns: AtomicU64,
+    answered: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Counters of an [`ObjectStoreEngine`], from
+/// [`stats`](ObjectStoreEngine::stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObjectStoreStats {
+    /// GETs sent, hedges included.
+    pub gets: u64,
+    /// Bytes written into frames.
+    pub bytes: u64,
+    /// GETs sent a second time because the first had not answered within
+    /// the hedging threshold.
+    pub hedged: u64,
+    /// Hedged reads whose second GET finished first.
+    pub hedge_won: u64,
+    /// Reads cancelled because no stream wanted their pages any more.
+    pub aborted: u64,
+    /// Reads that failed after object_store's retries.
+    pub failed: u64,
+    /// GETs that answered (response headers received).
+    pub answered: u64,
+    /// Their mean time to the response, in nanoseconds.
+    pub first_byte_mean_ns: u64,
+    /// The longest of those times, in nanoseconds.
+    pub first_byte_max_ns: u64,
+    /// The hedging threshold now, in nanoseconds (0: not hedging).
+    pub hedge_threshold_ns: u64,
+}
+
+impl fmt::Debug for ObjectStoreEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectStoreEngine")
+            .field("read_bytes", &self.inner.read_bytes)
+            .field("reads_in_flight", &self.inner.reads_in_flight)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`ObjectStoreEngine`]; see its setters for the defaults.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ObjectStoreEngineBuilder {
+    handle: Option<Handle>,
+    read_bytes: usize,
+    reads_in_flight: usize,
+    hedging: Hedging,
+    retry: RetryConfig,
+    client: ClientOptions,
+}
+
+impl Default for ObjectStoreEngineBuilder {
+    fn default() -> Self {
+        ObjectStoreEngineBuilder {
+            handle: None,
+            read_bytes: DEFAULT_READ_BYTES,
+            reads_in_flight: DEFAULT_READS_IN_FLIGHT,
+            hedging: Hedging::default(),
+            retry: default_retry(),
+            client: ClientOptions::new(),
+        }
+    }
+}
+
+/// object_store's retry policy, bounded for scans: 5 retries, backoff from
+/// 50 ms doubling to at most 2 s, and no retry after 30 s.
+fn default_retry() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(30),
+    }
+}
+
+impl ObjectStoreEngineBuilder {
+    /// The tokio runtime reads run on. Default: the runtime
+    /// [`build`](Self::build) is called in.
+    pub fn handle(mut self, handle: Handle) -> Self {
+        self.handle = Some(handle);
+        self
+    }
+
+    /// Bytes per GET for streams that do not set their own
+    /// `io_combine_limit` (rounded down to whole blocks, at most
+    /// [`pagestream::MAX_IO_COMBINE_LIMIT`] of them). Default
+    /// [`DEFAULT_READ_BYTES`].
+    pub fn read_bytes(mut self, bytes: usize) -> Self {
+        self.read_bytes = bytes.max(1);
+        self
+    }
+
+    /// GETs in flight for streams that do not set their own `max_ios`.
+    /// Default [`DEFAULT_READS_IN_FLIGHT`].
+    pub fn reads_in_flight(mut self, n: usize) -> Self {
+        self.reads_in_flight = n.max(1);
+        self
+    }
+
+    /// When to hedge a GET. Default [`Hedging::default`].
+    pub fn hedging(mut self, hedging: Hedging) -> Self {
+        self.hedging = hedging;
+        self
+    }
+
+    /// object_store's retry policy for the stores this engine builds from
+    /// URLs ([`open_url`](ObjectStoreEngine::open_url)); a store passed to
+    /// [`open`](ObjectStoreEngine::open) keeps its own. Default: 5 retries,
+    /// backoff 50 ms to 2 s, none after 30 s.
+    pub fn retry(mut self, retry: RetryConfig) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// HTTP client options (timeouts, pool sizes) for the stores this
+    /// engine builds from URLs. Default: object_store's.
+    pub fn client_options(mut self, client: ClientOptions) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// The engine.
+    ///
+    /// # Errors
+    ///
+    /// If no runtime was given and this is not called inside one.
+    pub fn build(self) -> io::Result<ObjectStoreEngine> {
+        let handle = match self.handle {
+            Some(h) => h,
+            None => Handle::try_current().map_err(|e| {
+                io::Error::other(format!(
+                    "the object-store engine needs a tokio runtime: build it inside one or give \
+                     it a handle ({e})"
+                ))
+            })?,
+        };
+        Ok(ObjectStoreEngine {
+            inner: Arc::new(Inner {
+                handle,
+                read_bytes: self.read_bytes,
+                reads_in_flight: self.reads_in_flight,
+                latencies: Latencies::new(self.hedging),
+                retry: self.retry,
+                client: self.client,
+                stores: Mutex::new(HashMap::new()),
+                counters: Counters::default(),
+            }),
+        })
+    }
+}
+
+impl ObjectStoreEngine {
+    /// A builder with the defaults.
+    pub fn builder() -> ObjectStoreEngineBuilder {
+        ObjectStoreEngineBuilder::default()
+    }
+
+    /// An engine with the defaults on the current tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// Outside a tokio runtime.
+    pub fn new() -> io::Result<ObjectStoreEngine> {
+        Self::builder().build()
+    }
+
+    /// Opens the object at `location` in `store`: its length and version
+    /// from `head`. `name` is what messages call it (its URL, say).
+    ///
+    /// # Errors
+    ///
+    /// The store's error for the `head`, naming the object: `NotFound` for
+    /// a missing object or bucket.
+    pub async fn open(
+        &self,
+        store: Arc<dyn ObjectStore>,
+        location: ObjectPath,
+        name: impl Into<String>,
+    ) -> io::Result<ObjectFile> {
+        let name = name.into();
+        let meta = store
+            .head(&location)
+            .await
+            .map_err(|e| store_error(&name, None, e))?;
+        let version = match (&meta.e_tag, &meta.version) {
+            (Some(e), _) => format!("etag {e}"),
+            (None, Some(v)) => format!("version {v}"),
+            (None, None) => format!("size {} modified {}", meta.size, meta.last_modified),
+        };
+        Ok(ObjectFile::new(
+            store,
+            location,
+            name,
+            meta.size,
+            meta.e_tag.as_deref(),
+            &version,
+        ))
+    }
+
+    /// Opens the object an URL names: `s3://bucket/key` (endpoint, region
+    /// and credentials from the standard `AWS_*` environment variables:
+    /// `AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_REGION`, `AWS_ALLOW_HTTP`) or `http(s)://host/path`. Objects on
+    /// the same bucket or server share one store (one connection pool).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a URL this crate cannot open, naming it; else as
+    /// [`open`](Self::open).
+    pub async fn open_url(&self, url: &str) -> io::Result<ObjectFile> {
+        let p = parse(url)?;
+        let store = {
+            let mut stores = self.inner.stores.lock().unwrap_or_else(|e| e.into_inner());
+            match stores.get(&p.store_key) {
+                Some(s) => Arc::clone(s),
+                None => {
+                    let s = build_store(&p, &self.inner.retry, &self.inner.client)?;
+                    stores.insert(p.store_key.clone(), Arc::clone(&s));
+                    s
+                }
+            }
+        };
+        self.open(store, p.location, url).await
+    }
+
+    /// The engine's counters so far.
+    pub fn stats(&self) -> ObjectStoreStats {
+        let c = &self.inner.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let answered = get(&c.answered);
+        ObjectStoreStats {
+            gets: get(&c.gets),
+            bytes: get(&c.bytes),
+            hedged: get(&c.hedged),
+            hedge_won: get(&c.hedge_won),
+            aborted: get(&c.aborted),
+            failed: get(&c.failed),
+            answered,
+            first_byte_mean_ns: get(&c.first_byte_ns).checked_div(answered).unwrap_or(0),
+            first_byte_max_ns: get(&c.first_byte_max_ns),
+            hedge_threshold_ns: self
+                .inner
+                .latencies
+                .threshold()
+                .map_or(0, |d| d.as_nanos() as u64),
+        }
+    }
+
+    /// The counters as [`EngineCounters`], the shape every engine reports.
+    pub fn counters(&self) -> EngineCounters {
+        let s = self.stats();
+        EngineCounters(vec![
+            ("gets", s.gets),
+            ("bytes", s.bytes),
+            ("hedged", s.hedged),
+            ("hedge_won", s.hedge_won),
+            ("aborted", s.aborted),
+            ("failed", s.failed),
+        ])
+    }
+}
+
+impl IoEngine for ObjectStoreEngine {
+    type File = ObjectFile;
+
+    fn start_read(&self, file: &ObjectFile, req: ReadRequest) {
+        let inner = Arc::clone(&self.inner);
+        let file = Arc::clone(file.inner());
+        // A runtime that has shut down drops the task, and with it the
+        // request: the read ends cancelled, its frames empty.
+        drop(self.inner.handle.spawn(read(inner, file, req)));
+    }
+
+    fn hints(&self, _file: &ObjectFile) -> EngineHints {
+        EngineHints::new()
+            .with_read_bytes(self.inner.read_bytes)
+            .with_reads_in_flight(self.inner.reads_in_flight)
+    }
+
+    fn name(&self) -> &'static str {
+        "object-store"
+    }
+}
+
+/// Reads `req` to its end, or until no stream wants it.
+async fn read(inner: Arc<Inner>, file: Arc<FileInner>, mut req: ReadRequest) {
+    let abandoned = req.abandoned();
+    tokio::pin!(abandoned);
+    loop {
+        let result = tokio::select! {
+            biased;
+            () = &mut abandoned => {
+                bump(&inner.counters.aborted, 1);
+                return; // dropping `req` cancels it
+            }
+            r = fetch(&inner, &file, &mut req) => r,
+        };
+        if result.is_err() {
+            bump(&inner.counters.failed, 1);
+        }
+        match req.complete(result) {
+            Some(rest) => req = rest,
+            None => return,
+        }
+    }
+}
+
+/// One attempt at the rest of `req`: a range GET (hedged if it is slow to
+/// answer) whose body is copied into the frames. Returns the bytes copied,
+/// which may be short of the request if the body broke off (the rest is
+/// then asked for again as the request's remainder).
+async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Result<usize> {
+    // A read of a short last page asks for the whole block; the object
+    // ends inside it.
+    let start = req.offset();
+    let range = start..(start + req.len_bytes() as u64).min(file.len);
+    if range.is_empty() {
+        return Ok(0); // at the end: the stream says what that means
+    }
+    let sent = Instant::now();
+    let primary = get(inner, file, range.clone());
+    let Some(threshold) = inner.latencies.threshold() else {
+        let res = primary.await.map_err(|e| store_error(&file.name, Some(&range), e))?;
+        inner.answered(sent.elapsed());
+        return stream_into(inner, file, &range, res, req).await;
+    };
+    tokio::pin!(primary);
+    tokio::select! {
+        r = &mut primary => {
+            let res = r.map_err(|e| store_error(&file.name, Some(&range), e))?;
+            inner.answered(sent.elapsed());
+            return stream_into(inner, file, &range, res, req).await;
+        }
+        () = tokio::time::sleep(threshold) => {}
+    }
+    // The first GET has not answered: send it again, and keep whichever
+    // copy finishes first. Both collect their bodies apart from the frames
+    // (only one may fill them), and the loser is dropped, which cancels it.
+    bump(&inner.counters.hedged, 1);
+    let hedge = get(inner, file, range.clone());
+    let first = collect(inner, file, &range, primary, sent);
+    let second = collect(inner, file, &range, hedge, Instant::now());
+    tokio::pin!(first, second);
+    let (body, won) = tokio::select! {
+        r = &mut first => match r {
+            Ok(b) => (b, false),
+            // One copy failing is not the read failing while the other runs.
+            Err(_) => (second.await?, true),
+        },
+        r = &mut second => match r {
+            Ok(b) => (b, true),
+            Err(_) => (first.await?, false),
+        },
+    };
+    if won {
+        bump(&inner.counters.hedge_won, 1);
+    }
+    let mut at = 0;
+    for chunk in &body {
+        at += req.copy_at(at, chunk);
+    }
+    bump(&inner.counters.bytes, at as u64);
+    check_complete(file, &range, at)
+}
+
+impl Inner {
+    fn answered(&self, d: Duration) {
+        self.latencies.record(d);
+        let ns = d.as_nanos() as u64;
+        bump(&self.counters.answered, 1);
+        bump(&self.counters.first_byte_ns, ns);
+        self.counters.first_byte_max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+}
+
+/// A range GET of the object's version at open.
+async fn get(
+    inner: &Inner,
+    file: &FileInner,
+    range: std::ops::Range<u64>,
+) -> object_store::Result<GetResult> {
+    bump(&inner.counters.gets, 1);
+    let opts = GetOptions {
+        range: Some(GetRange::Bounded(range)),
+        if_match: file.e_tag.clone(),
+        ..GetOptions::default()
+    };
+    file.store.get_opts(&file.location, opts).await
+}
+
+/// Copies a GET's body into `req` as it arrives.
+async fn stream_into(
+    inner: &Inner,
+    file: &FileInner,
+    range: &std::ops::Range<u64>,
+    res: GetResult,
+    req: &mut ReadRequest,
+) -> io::Result<usize> {
+    check_range(file, range, &res)?;
+    let mut body = res.into_stream();
+    let mut at = 0;
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(bytes) => {
+                let n = req.copy_at(at, &bytes);
+                at += n;
+                bump(&inner.counters.bytes, n as u64);
+                if n < bytes.len() {
+                    break; // more than asked for: the request is full
+                }
+            }
+            // The bytes so far are kept; the rest is the remainder's.
+            Err(e) if at > 0 => {
+                let _ = e;
+                return Ok(at);
+            }
+            Err(e) => return Err(store_error(&file.name, Some(range), e)),
+        }
+    }
+    check_complete(file, range, at)
+}
+
+/// Answers and collects a GET's body (for hedged reads), recording when it
+/// answered.
+async fn collect(
+    inner: &Inner,
+    file: &FileInner,
+    range: &std::ops::Range<u64>,
+    get: impl std::future::Future<Output = object_store::Result<GetResult>>,
+    sent: Instant,
+) -> io::Result<Vec<bytes::Bytes>> {
+    let res = get.await.map_err(|e| store_error(&file.name, Some(range), e))?;
+    inner.answered(sent.elapsed());
+    check_range(file, range, &res)?;
+    let mut body = res.into_stream();
+    let mut chunks = Vec::new();
+    while let Some(chunk) = body.next().await {
+        chunks.push(chunk.map_err(|e| store_error(&file.name, Some(range), e))?);
+    }
+    Ok(chunks)
+}
+
+/// The store answered a range other than the one asked for (an object
+/// shorter than at open answers with a shorter range).
+fn check_range(
+    file: &FileInner,
+    range: &std::ops::Range<u64>,
+    res: &GetResult,
+) -> io::Result<()> {
+    if res.meta.size < file.len {
+        return Err(short_object(file, range, res.meta.size));
+    }
+    if res.range.start != range.start {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: GET bytes {}..{}: the store answered bytes {}..{}",
+                file.name, range.start, range.end, res.range.start, res.range.end
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A body that ended before the range did.
+fn check_complete(file: &FileInner, range: &std::ops::Range<u64>, got: usize) -> io::Result<usize> {
+    if got == 0 && range.end > range.start {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "{}: GET bytes {}..{}: the body was empty",
+                file.name, range.start, range.end
+            ),
+        ));
+    }
+    Ok(got)
+}
+
+fn short_object(file: &FileInner, range: &std::ops::Range<u64>, now: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!(
+            "{}: GET bytes {}..{}: the object is {now} bytes, shorter than the {} it had when \
+             opened",
+            file.name, range.start, range.end, file.len
+        ),
+    )
+}
+
+/// An object_store error as an `io::Error` naming the object and range.
+pub(crate) fn store_error(
+    name: &str,
+    range: Option<&std::ops::Range<u64>>,
+    e: object_store::Error,
+) -> io::Error {
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+        object_store::Error::Precondition { .. } => io::ErrorKind::InvalidData,
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
+        _ => io::ErrorKind::Other,
+    };
+    let what = match range {
+        Some(r) => format!("GET bytes {}..{}", r.start, r.end),
+        None => "HEAD".to_owned(),
+    };
+    io::Error::new(kind, format!("{name}: {what}: {e}"))
+}
