@@ -155,7 +155,11 @@ fn keyed_ids_are_equal_exactly_when_their_keys_are() {
     ];
     for (i, a) in keys.iter().enumerate() {
         for (j, b) in keys.iter().enumerate() {
-            assert_eq!(FileId::keyed(a) == FileId::keyed(b), i == j, "{a:?} vs {b:?}");
+            assert_eq!(
+                FileId::keyed(a) == FileId::keyed(b),
+                i == j,
+                "{a:?} vs {b:?}"
+            );
         }
     }
     // No other constructor's id equals a keyed one, whatever the numbers.

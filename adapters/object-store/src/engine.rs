@@ -416,7 +416,9 @@ async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Re
     let sent = Instant::now();
     let primary = get(inner, file, range.clone());
     let Some(threshold) = inner.latencies.threshold() else {
-        let res = primary.await.map_err(|e| store_error(&file.name, Some(&range), e))?;
+        let res = primary
+            .await
+            .map_err(|e| store_error(&file.name, Some(&range), e))?;
         inner.answered(sent.elapsed());
         return stream_into(inner, file, &range, res, req).await;
     };
@@ -465,7 +467,9 @@ impl Inner {
         let ns = d.as_nanos() as u64;
         bump(&self.counters.answered, 1);
         bump(&self.counters.first_byte_ns, ns);
-        self.counters.first_byte_max_ns.fetch_max(ns, Ordering::Relaxed);
+        self.counters
+            .first_byte_max_ns
+            .fetch_max(ns, Ordering::Relaxed);
     }
 }
 
@@ -525,7 +529,9 @@ async fn collect(
     get: impl std::future::Future<Output = object_store::Result<GetResult>>,
     sent: Instant,
 ) -> io::Result<Vec<bytes::Bytes>> {
-    let res = get.await.map_err(|e| store_error(&file.name, Some(range), e))?;
+    let res = get
+        .await
+        .map_err(|e| store_error(&file.name, Some(range), e))?;
     inner.answered(sent.elapsed());
     check_range(file, range, &res)?;
     let mut body = res.into_stream();
@@ -538,11 +544,7 @@ async fn collect(
 
 /// The store answered a range other than the one asked for (an object
 /// shorter than at open answers with a shorter range).
-fn check_range(
-    file: &FileInner,
-    range: &std::ops::Range<u64>,
-    res: &GetResult,
-) -> io::Result<()> {
+fn check_range(file: &FileInner, range: &std::ops::Range<u64>, res: &GetResult) -> io::Result<()> {
     if res.meta.size < file.len {
         return Err(short_object(file, range, res.meta.size));
     }

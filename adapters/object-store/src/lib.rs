@@ -50,12 +50,16 @@
 )]
 #![warn(clippy::clone_on_ref_ptr, clippy::future_not_send)]
 #![deny(unused_must_use, rustdoc::broken_intra_doc_links)]
-#![forbid(unsafe_code)]
+#![cfg_attr(not(feature = "testing"), forbid(unsafe_code))]
 
 mod engine;
 mod file;
 mod hedge;
 mod url;
+
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 pub use engine::{
     ObjectStoreEngine, ObjectStoreEngineBuilder, ObjectStoreStats, DEFAULT_READS_IN_FLIGHT,

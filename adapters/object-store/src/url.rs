@@ -51,8 +51,8 @@ pub(crate) fn parse(s: &str) -> io::Result<Parsed> {
         Some(p) => format!("{host}:{p}"),
         None => host.to_owned(),
     };
-    let location = ObjectPath::from_url_path(url.path())
-        .map_err(|e| bad(format!("bad object path: {e}")))?;
+    let location =
+        ObjectPath::from_url_path(url.path()).map_err(|e| bad(format!("bad object path: {e}")))?;
     if location.as_ref().is_empty() {
         return Err(bad("no object key after the bucket or host".into()));
     }

@@ -27,7 +27,10 @@ impl Objects {
         let engine = self.engine.clone();
         tokio::task::block_in_place(|| {
             self.handle.block_on(async move {
-                store.put(&path, PutPayload::from(bytes)).await.expect("put");
+                store
+                    .put(&path, PutPayload::from(bytes))
+                    .await
+                    .expect("put");
                 engine
                     .open(store, path.clone(), format!("memory:///{path}"))
                     .await

@@ -1,0 +1,20 @@
+//! Test support (feature `testing`; not a stable API): servers to test
+//! against, and a store wrapper that stalls GETs.
+//!
+//! - [`Nginx`] serves a directory over HTTP with range requests, on a free
+//!   loopback port; it can be killed, restarted and made to answer 503.
+//! - [`Moto`] is an S3-API server (moto's `moto_server`) on a free loopback
+//!   port, with the `AWS_*` settings that reach it.
+//! - [`Stalling`] delays one GET in `every` by `stall` before it answers,
+//!   as a straggling object-store request does.
+//!
+//! A server that is not installed is an `Err` naming the program and the
+//! package that provides it; tests pass it to
+//! [`pagestream::testing::require`], which skips (or, under `CI=true`,
+//! fails).
+
+mod servers;
+mod stall;
+
+pub use servers::{Moto, Nginx};
+pub use stall::Stalling;
