@@ -4,6 +4,7 @@ use crate::args::{
     self, check_block_size, number, parse_block_size, parse_on_off, List, UsageError,
 };
 use crate::data::FileArgs;
+use crate::object::{combine_for, max_ios_for, not_for_url, NO_CREATE};
 use crate::pattern::Pattern;
 use crate::scan::{check, Cache, Engine, ScanConfig};
 use clap::ArgAction;
@@ -18,22 +19,33 @@ usage: pagestream-bench scan --engine E --pattern P --cache C [options]
 scan: one configuration, --repeat times.
   --engine E         threadpool | tokio-uring | glommio | uring    (pagestream)
                      pread-loop | fadvise-prefetch | tokio-fs | glommio-stream | fio
+                     object-store (pagestream over an object URL; the
+                     default, and the only engine, for --file URL)
   --pattern P        forward | backward | random | bitmap:DENSITY
                      (random: every block once, seeded order; bitmap: that
                      fraction of blocks, seeded, ascending)
-  --cache C          cold | warm | hot (hot: pagestream's pool holds the
-                     blocks; baselines have no pool: the OS page cache)
-  --direct           O_DIRECT (glommio engines always)
-  --readahead on|off kernel read-ahead; off = POSIX_FADV_RANDOM (default on)
-  --file PATH        data file (default target/pagestream-data/seqscan-<size>.dat,
-                     created stamped if absent)
+  --cache C          cold | warm | hot | none (hot: pagestream's pool holds
+                     the blocks; baselines have no pool: the OS page cache;
+                     none: the file as it is). For a URL none (the default:
+                     every block from the server) or hot: cold and warm are
+                     OS page cache states, which an object is not read
+                     through
+  --direct           O_DIRECT (glommio engines always; not for a URL)
+  --readahead on|off kernel read-ahead; off = POSIX_FADV_RANDOM (default on;
+                     not off for a URL)
+  --file PATH|URL    data file (default target/pagestream-data/seqscan-<size>.dat,
+                     created stamped if absent), or an object: s3://bucket/key
+                     (endpoint and credentials from AWS_ENDPOINT,
+                     AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+                     AWS_ALLOW_HTTP) or http(s)://host/path
   --create           with --file: create PATH (stamped, --size bytes) if it
                      does not exist; without it a missing PATH is an error
   --size SIZE        size of a file to create (default 1GiB)
   --block-size SIZE  default 8192
-  --combine N        io_combine_limit (default 16; fio forward: bs = N blocks)
-  --max-ios N        reads in flight (default 16; fio iodepth, prefetch hints,
-                     glommio read-ahead)
+  --combine N        io_combine_limit (default 16, object-store 4MiB of
+                     blocks; fio forward: bs = N blocks)
+  --max-ios N        reads in flight (default 16, object-store 64; fio
+                     iodepth, prefetch hints, glommio read-ahead)
   --pool-frames N    pagestream pool for cold/warm runs (default 16384)
   --no-backward-combining
   --full             pagestream: start at full look-ahead distance (no ramp;
@@ -131,8 +143,8 @@ struct ScanArgs {
     #[arg(long, value_parser = |s: &str| s.parse::<Pattern>())]
     pattern: Option<Pattern>,
     #[arg(long, value_parser = |s: &str| {
-        let three = [Cache::Cold, Cache::Warm, Cache::Hot];
-        Cache::parse(s, &three, None).map(|v| v[0])
+        let four = [Cache::Cold, Cache::Warm, Cache::Hot, Cache::None];
+        Cache::parse(s, &four, None).map(|v| v[0])
     })]
     cache: Option<Cache>,
     #[arg(long)]
@@ -143,10 +155,12 @@ struct ScanArgs {
     data: FileArgs,
     #[arg(long, default_value = "8192", value_parser = parse_block_size)]
     block_size: usize,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
-    combine: usize,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
-    max_ios: usize,
+    /// `None`: the engine's default.
+    #[arg(long, value_parser = number::<usize>)]
+    combine: Option<usize>,
+    /// `None`: the engine's default.
+    #[arg(long, value_parser = number::<usize>)]
+    max_ios: Option<usize>,
     #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
     #[arg(long = "no-backward-combining", action = ArgAction::SetFalse)]
@@ -167,16 +181,47 @@ impl ScanArgs {
     /// The checks across flags.
     fn check(a: ScanArgs) -> Result<ScanOpts, UsageError> {
         let missing = |f: &str| UsageError(format!("{f} is required"));
+        let url = a.data.url().map(str::to_owned);
+        // A URL is read by object-store, and only by it.
+        let engine = match (&url, a.engine) {
+            (Some(_), None | Some(Engine::ObjectStore)) => Engine::ObjectStore,
+            (Some(url), Some(e)) => {
+                return Err(UsageError(format!(
+                    "--engine {e} reads local files, not the object URL {url}: a URL is read by \
+                     the object-store engine (leave --engine out, or say --engine object-store)"
+                )))
+            }
+            (None, Some(Engine::ObjectStore)) => {
+                return Err(UsageError(
+                    "--engine object-store reads object URLs (s3://bucket/key, \
+                     http(s)://host/path): name one with --file"
+                        .into(),
+                ))
+            }
+            (None, Some(e)) => e,
+            (None, None) => return Err(missing("--engine")),
+        };
+        if let Some(url) = &url {
+            if a.data.create {
+                return Err(not_for_url("--create", url, NO_CREATE));
+            }
+        }
+        let cache = match (&url, a.cache) {
+            (_, Some(c)) => c,
+            (Some(_), None) => Cache::None,
+            (None, None) => return Err(missing("--cache")),
+        };
+        let object = engine == Engine::ObjectStore;
         let mut o = ScanOpts {
             cfg: ScanConfig {
-                engine: a.engine.ok_or_else(|| missing("--engine"))?,
+                engine,
                 pattern: a.pattern.ok_or_else(|| missing("--pattern"))?,
-                cache: a.cache.ok_or_else(|| missing("--cache"))?,
+                cache,
                 direct: a.direct,
                 readahead: a.readahead,
                 block_size: a.block_size,
-                combine: a.combine,
-                max_ios: a.max_ios,
+                combine: combine_for(object, a.combine, a.block_size),
+                max_ios: max_ios_for(object, a.max_ios),
                 pool_frames: a.pool_frames,
                 backward_combining: a.backward_combining,
                 seed: a.seed,

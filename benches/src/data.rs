@@ -25,11 +25,13 @@ pub fn data_dir() -> PathBuf {
     }
 }
 
-/// `--file PATH`, `--create`, `--size SIZE` (default 1GiB): the data file
-/// a scan program reads, as [`scan_file`] finds or creates it.
+/// `--file PATH|URL`, `--create`, `--size SIZE` (default 1GiB): the data
+/// file a scan program reads, as [`scan_file`] finds or creates it (or the
+/// object a URL names).
 #[derive(Debug, Clone, clap::Args)]
 pub struct FileArgs {
-    /// `--file`: the data file (default: the stamped file for `size`).
+    /// `--file`: the data file (default: the stamped file for `size`), or
+    /// an object URL.
     #[arg(long)]
     pub file: Option<PathBuf>,
     /// `--create`: a missing `--file` is created.
@@ -41,6 +43,24 @@ pub struct FileArgs {
 }
 
 impl FileArgs {
+    /// The object URL `--file` names, if it names one.
+    pub fn url(&self) -> Option<&str> {
+        self.file.as_deref().and_then(crate::object::url_of)
+    }
+
+    /// The checks across these flags: `--create` with a URL is a usage
+    /// error (objects are not created; `--size` is not used for them).
+    pub fn check(&self) -> Result<(), crate::args::UsageError> {
+        match self.url() {
+            Some(url) if self.create => Err(crate::object::not_for_url(
+                "--create",
+                url,
+                crate::object::NO_CREATE,
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// [`scan_file`] for these flags.
     pub fn scan_file(&self, program: &str, block_size: usize) -> io::Result<(PathBuf, u64)> {
         scan_file(
@@ -67,6 +87,11 @@ impl FileArgs {
 /// checked first; an interrupted creation leaves nothing behind). Says on
 /// stderr, as `program`, when it creates one. A file without a whole block
 /// is an error.
+///
+/// An object URL (`s3://bucket/key`, `http(s)://host/path`; see
+/// [`object`](crate::object)) is never created (`create` must be false:
+/// the programs refuse `--create` with a URL): its length comes from a
+/// `HEAD`, and a missing object is an error naming the URL.
 pub fn scan_file(
     program: &str,
     file: Option<&Path>,
@@ -74,6 +99,16 @@ pub fn scan_file(
     size: u64,
     block_size: usize,
 ) -> io::Result<(PathBuf, u64)> {
+    if let Some(url) = file.and_then(crate::object::url_of) {
+        debug_assert!(!create, "--create is refused for a URL");
+        let nblocks = crate::object::object_len(url)? / block_size as u64;
+        if nblocks == 0 {
+            return Err(io::Error::other(format!(
+                "{url} holds no whole {block_size}-byte block"
+            )));
+        }
+        return Ok((PathBuf::from(url), nblocks));
+    }
     let path = match file {
         Some(p) => p.to_path_buf(),
         None => data_dir().join(format!("seqscan-{}.dat", format_size(size))),

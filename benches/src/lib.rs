@@ -23,6 +23,9 @@
 //!   `target/pagestream-data/`;
 //! - [`cache`]: OS page-cache control: evict, measure residency (`mincore`),
 //!   warm;
+//! - [`object`]: object URLs (`s3://`, `http(s)://`) wherever a program
+//!   takes a path: the object-store runtime, and the flags that do not
+//!   apply to objects;
 //! - [`checksum`]: the per-page checksum every scan computes, so runs over
 //!   the same blocks can be compared;
 //! - [`timing`]: timing rows, medians, and JSON output.
@@ -40,6 +43,7 @@ pub mod cli;
 pub mod data;
 pub mod doc;
 pub mod fio;
+pub mod object;
 pub mod pattern;
 pub mod remote;
 pub mod report;

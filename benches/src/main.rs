@@ -9,7 +9,9 @@
 //! ## Method
 //!
 //! - **Data**: the scan programs' stamped file (`target/pagestream-data/
-//!   seqscan-<size>.dat`, created once), or `--file`.
+//!   seqscan-<size>.dat`, created once), or `--file` (a path, or an object
+//!   URL, `s3://bucket/key` or `http(s)://host/path`, read by the
+//!   `object-store` engine: see `pagestream_bench::object`).
 //! - **Blocks**: every pattern is a block list computed before the timing
 //!   (`random`: all blocks once, seeded Fisher–Yates; `bitmap:D`:
 //!   `round(D × blocks)` seeded distinct blocks, ascending).
@@ -50,7 +52,10 @@ fn scan(o: ScanOpts) -> io::Result<()> {
             "fio is not installed (Debian: apt-get install -y fio); the fio engine needs it",
         ));
     }
-    let target = Target::open(&path, nblocks)?;
+    let target = match pagestream_bench::object::url_of(&path) {
+        Some(url) => Target::object(url, nblocks),
+        None => Target::open(&path, nblocks)?,
+    };
     let blocks = c.pattern.blocks(nblocks, c.seed);
     if !o.json {
         println!(
@@ -63,7 +68,13 @@ fn scan(o: ScanOpts) -> io::Result<()> {
             c.engine,
             c.pattern,
             c.cache.name(),
-            if c.direct { "O_DIRECT" } else { "buffered" },
+            if target.plain.is_none() {
+                "object"
+            } else if c.direct {
+                "O_DIRECT"
+            } else {
+                "buffered"
+            },
             if c.readahead { "on" } else { "off" },
             c.max_ios,
             c.combine

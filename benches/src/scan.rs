@@ -19,6 +19,11 @@
 //! read on the development VM — a cost of a pool's first use, not of
 //! reading, which a long-running program (and fio, whose few buffers are
 //! reused) never pays.
+//!
+//! An object URL (`s3://bucket/key`, `http(s)://host/path`) is a
+//! [`Target`] too ([`Target::object`]), read by [`Engine::ObjectStore`]
+//! (pagestream on the `object-store` runtime) in the cache states that
+//! apply to it: `none` (every block from the server) and `hot`.
 
 use crate::cache;
 use crate::checksum::Checksum;
@@ -60,10 +65,14 @@ pub enum Engine {
     GlommioStream,
     /// The fio binary (io_uring), the device's ceiling.
     Fio,
+    /// pagestream, object-store engine: range GETs of an object named by
+    /// URL. Not in [`Engine::ALL`] (the engines over local files).
+    ObjectStore,
 }
 
 impl Engine {
-    /// Every engine, pagestream's first.
+    /// Every engine over local files, pagestream's first
+    /// ([`Engine::ObjectStore`], which reads URLs, is not one of them).
     pub const ALL: [Engine; 9] = [
         Engine::ThreadPool,
         Engine::TokioUring,
@@ -88,6 +97,7 @@ impl Engine {
             Engine::TokioFs => "tokio-fs",
             Engine::GlommioStream => "glommio-stream",
             Engine::Fio => "fio",
+            Engine::ObjectStore => "object-store",
         }
     }
 
@@ -98,6 +108,7 @@ impl Engine {
             Engine::TokioUring => Some(Runtime::TokioUring),
             Engine::Glommio => Some(Runtime::Glommio),
             Engine::Uring => Some(Runtime::Uring),
+            Engine::ObjectStore => Some(Runtime::ObjectStore),
             _ => None,
         }
     }
@@ -125,11 +136,13 @@ impl FromStr for Engine {
     fn from_str(s: &str) -> Result<Engine, String> {
         Engine::ALL
             .into_iter()
+            .chain([Engine::ObjectStore])
             .find(|e| e.name() == s)
             .ok_or_else(|| {
                 format!(
                     "{s:?}: expected threadpool, tokio-uring, glommio, uring (pagestream) or \
-                     pread-loop, fadvise-prefetch, tokio-fs, glommio-stream, fio (baselines)"
+                     pread-loop, fadvise-prefetch, tokio-fs, glommio-stream, fio (baselines), \
+                     or object-store (an object URL)"
                 )
             })
     }
@@ -175,12 +188,12 @@ pub struct ScanConfig {
 /// The file a scan reads.
 #[derive(Debug)]
 pub struct Target {
-    /// Its path.
+    /// Its path (an object's URL).
     pub path: PathBuf,
     /// Whole blocks in it.
     pub nblocks: u64,
-    /// A buffered handle for cache control.
-    pub plain: File,
+    /// A buffered handle for cache control (`None` for an object).
+    pub plain: Option<File>,
     /// The block device holding it (`major`, `minor`), if it has one.
     pub dev: Option<(u32, u32)>,
 }
@@ -198,21 +211,46 @@ impl Target {
         Ok(Target {
             path: path.to_path_buf(),
             nblocks,
-            plain,
+            plain: Some(plain),
             dev: DiskSnap::now(dev).map(|_| dev),
         })
     }
 
+    /// The object `url` names (which holds `nblocks` whole blocks): no
+    /// handle, no block device.
+    pub fn object(url: &str, nblocks: u64) -> Target {
+        Target {
+            path: PathBuf::from(url),
+            nblocks,
+            plain: None,
+            dev: None,
+        }
+    }
+
     /// Prepares the OS page cache for `cache`; returns the fraction of the
-    /// file resident.
+    /// file resident. An object has no page cache: 0, for `none` and `hot`
+    /// (`cold` and `warm` are errors; [`check`] refuses them).
     pub fn prepare(&self, cache: Cache, direct: bool) -> io::Result<f64> {
+        let Some(plain) = &self.plain else {
+            return match cache {
+                Cache::None | Cache::Hot => Ok(0.0),
+                Cache::Cold | Cache::Warm => Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: an object has no OS page cache to make {}",
+                        self.path.display(),
+                        cache.name()
+                    ),
+                )),
+            };
+        };
         match cache {
-            Cache::Cold => cache::make_cold(&self.plain, &self.path),
-            Cache::None => cache::resident_fraction(&self.plain),
-            Cache::Warm | Cache::Hot if direct => cache::resident_fraction(&self.plain),
+            Cache::Cold => cache::make_cold(plain, &self.path),
+            Cache::None => cache::resident_fraction(plain),
+            Cache::Warm | Cache::Hot if direct => cache::resident_fraction(plain),
             Cache::Warm | Cache::Hot => {
-                cache::warm(&self.plain)?;
-                let r = cache::resident_fraction(&self.plain)?;
+                cache::warm(plain)?;
+                let r = cache::resident_fraction(plain)?;
                 if r < 0.99 {
                     return Err(io::Error::other(format!(
                         "cannot keep {} warm: only {:.1}% of it stays in the page cache",
@@ -498,6 +536,26 @@ impl RunResult {
 /// the flag to change.
 pub fn check(cfg: &ScanConfig) -> Result<(), String> {
     let e = cfg.engine;
+    if e == Engine::ObjectStore {
+        if cfg.direct {
+            return Err(format!(
+                "--direct: {e} reads objects, which are not read through the OS page cache \
+                 O_DIRECT bypasses"
+            ));
+        }
+        if matches!(cfg.cache, Cache::Cold | Cache::Warm) {
+            return Err(format!(
+                "--cache {}: a state of the OS page cache, which {e} does not read through; \
+                 use none (every block from the server) or hot (from the pool)",
+                cfg.cache.name()
+            ));
+        }
+        if !cfg.readahead {
+            return Err(format!(
+                "--readahead off: kernel read-ahead is for local files; {e} has none"
+            ));
+        }
+    }
     if cfg.direct && cfg.cache == Cache::Warm {
         return Err("--cache warm means the OS page cache, which --direct bypasses".into());
     }

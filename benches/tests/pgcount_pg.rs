@@ -12,6 +12,11 @@
 //! ignored, a non-empty one is an error). An index file, random bytes and a
 //! size that is not a multiple of 8 KiB are errors with exit code 1.
 //!
+//! Every table, and the split one, is counted over object URLs too: served
+//! by nginx (`http://…`) and uploaded to moto's S3 server (`s3://…`, with
+//! moto's `AWS_*` environment); the counts must be PostgreSQL's. Without
+//! nginx or moto that part is skipped (or fails under `CI=true`).
+//!
 //! The server test needs PostgreSQL 15's `initdb`, `pg_ctl`, `psql` and
 //! `postgres` in `PG_BINDIR` (default `/usr/lib/postgresql/15/bin`);
 //! without them it is skipped, or fails under `CI=true` (see
@@ -21,6 +26,7 @@ mod common;
 
 use common::field;
 use pagestream::testing::require;
+use pagestream_object_store::testing::{Moto, Nginx};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -30,9 +36,18 @@ fn pgcount(args: &[&str]) -> Output {
 
 /// Runs `pgcount ARGS --json`, which must succeed; returns its JSON lines.
 fn pgcount_json(args: &[&str]) -> Vec<String> {
+    pgcount_json_env(args, &[])
+}
+
+/// [`pgcount_json`] with `env` added to its environment.
+fn pgcount_json_env(args: &[&str], env: &[(&str, String)]) -> Vec<String> {
     let mut all = args.to_vec();
     all.push("--json");
-    let out = pgcount(&all);
+    let out = Command::new(env!("CARGO_BIN_EXE_pgcount"))
+        .args(&all)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap_or_else(|e| panic!("run pgcount: {e:?}"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "pgcount {all:?} failed: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -446,6 +461,14 @@ fn pgcount_equals_postgres_count_and_sum() {
         "--max-ios",
         "4",
     ]);
+    let split_names: Vec<String> = (0..24)
+        .map(|n| match n {
+            0 => "16384".to_string(),
+            n => format!("16384.{n}"),
+        })
+        .collect();
+    over_http(&pg.dir, &expected, &split);
+    over_s3(&pg.dir, &expected, &split, &split_names);
     // cold, warm, hot on threadpool, tokio-uring and uring; cold, hot on
     // glommio.
     assert_eq!(lines.len(), 11, "{lines:?}");
@@ -513,6 +536,142 @@ fn pgcount_equals_postgres_count_and_sum() {
     );
 }
 
+/// Checks the pgcount lines of a run over `url` against PostgreSQL's
+/// count and sum for `e`: one run, on object-store, of the URL.
+fn assert_counts(lines: &[String], e: &Expected, url: &str, cache: &str) {
+    assert_eq!(lines.len(), 1, "{url}: {lines:?}");
+    let l = &lines[0];
+    assert_eq!(field(l, "tuples"), e.count, "{} over {url}: {l}", e.table);
+    assert_eq!(field(l, "sum"), e.sum, "{} over {url}: {l}", e.table);
+    assert_eq!(field(l, "runtime"), "object-store", "{l}");
+    assert_eq!(field(l, "file"), url, "{l}");
+    assert_eq!(field(l, "cache"), cache, "{l}");
+    assert_eq!(field(l, "direct"), "false", "{l}");
+    let pages: u64 = field(l, "pages").parse().unwrap();
+    assert_eq!(
+        pages * 8192,
+        std::fs::metadata(&e.path).unwrap().len(),
+        "{l}"
+    );
+}
+
+/// The split relation (24 segments of 1 MiB) over `url`, `none` and `hot`:
+/// one relation of 24 objects, the seed table's counts.
+fn assert_split(url: &str, t: &Expected, env: &[(&str, String)]) {
+    for cache in ["none", "hot"] {
+        let args = [url, "--segment-size", "1MiB", "--cache", cache];
+        let lines = pgcount_json_env(&args, env);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let l = &lines[0];
+        assert_eq!(field(l, "tuples"), t.count, "{url}: {l}");
+        assert_eq!(field(l, "sum"), t.sum, "{url}: {l}");
+        assert_eq!(field(l, "segments"), "24", "{url}: {l}");
+        assert_eq!(field(l, "pages"), "3000", "{url}: {l}");
+        assert_eq!(field(l, "runtime"), "object-store", "{l}");
+        if cache == "hot" {
+            assert_eq!(field(l, "reads"), "0", "{l}");
+        } else {
+            // Reads end at every segment boundary, and nowhere else.
+            assert!(field(l, "reads").parse::<u64>().unwrap() >= 24, "{l}");
+        }
+    }
+}
+
+/// `pgcount http://…` over nginx serving `root` (the cluster's temp dir):
+/// every table, the split relation, and a missing relation.
+fn over_http(root: &Path, expected: &[Expected], split: &Path) {
+    let Some(nginx) = require("nginx", Nginx::start(root)) else {
+        return;
+    };
+    let rel = |p: &Path| {
+        p.strip_prefix(root)
+            .expect("under the temp dir")
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    for e in expected {
+        let url = nginx.url(&rel(&e.path));
+        assert_counts(&pgcount_json(&[&url]), e, &url, "none");
+        eprintln!(
+            "{}: count {} sum {} = pgcount {url}",
+            e.table, e.count, e.sum
+        );
+    }
+    let t = &expected[0];
+    let url = nginx.url(&rel(&t.path));
+    assert_counts(&pgcount_json(&[&url, "--cache", "hot"]), t, &url, "hot");
+    assert_split(&nginx.url(&rel(&split.join("16384"))), t, &[]);
+    let missing = nginx.url(&rel(&split.join("99999")));
+    assert_fails(&[&missing], &[&missing, "not found"]);
+}
+
+/// `pgcount s3://…` over moto: every table's file uploaded under its path
+/// in the cluster's directory, and the split relation's 24 segments.
+fn over_s3(root: &Path, expected: &[Expected], split: &Path, split_names: &[String]) {
+    let Some(moto) = require("moto", Moto::start()) else {
+        return;
+    };
+    let bucket = "pgcount";
+    moto.create_bucket(bucket).expect("create bucket");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let key = |p: &Path| {
+        p.strip_prefix(root)
+            .expect("under the temp dir")
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut uploads: Vec<(String, PathBuf)> = expected
+        .iter()
+        .map(|e| (key(&e.path), e.path.clone()))
+        .collect();
+    for name in split_names {
+        uploads.push((key(&split.join(name)), split.join(name)));
+    }
+    rt.block_on(async {
+        for (k, p) in &uploads {
+            let bytes = std::fs::read(p).unwrap();
+            moto.put(bucket, k, bytes).await.expect("upload to moto");
+        }
+    });
+    let env = moto.env();
+    for e in expected {
+        let url = format!("s3://{bucket}/{}", key(&e.path));
+        assert_counts(&pgcount_json_env(&[&url], &env), e, &url, "none");
+        eprintln!(
+            "{}: count {} sum {} = pgcount {url}",
+            e.table, e.count, e.sum
+        );
+    }
+    let t = &expected[0];
+    assert_split(
+        &format!("s3://{bucket}/{}", key(&split.join("16384"))),
+        t,
+        &env,
+    );
+    // A missing first segment, and a missing bucket, name the URL.
+    for url in [
+        format!("s3://{bucket}/{}", key(&split.join("99999"))),
+        "s3://no-such-bucket/base/5/16384".to_string(),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pgcount"))
+            .arg(&url)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {err}");
+        assert!(
+            err.contains(&url) && !err.contains("panicked"),
+            "{url}: {err}"
+        );
+    }
+}
+
 /// A temp file with `bytes`, removed after `f`.
 fn with_file(tag: &str, bytes: &[u8], f: impl FnOnce(&str)) {
     let p = std::env::temp_dir().join(format!("pagestream-pgcount-{tag}-{}", std::process::id()));
@@ -563,6 +722,27 @@ fn bad_command_lines_exit_2() {
         (&["a", "--cache", "tepid"], "tepid"),
         (&["a", "--segment-size", "100"], "multiple of 8KiB"),
         (&["a", "--bogus"], "unknown option --bogus"),
+        (
+            &["s3://bucket/base/5/16384", "--runtime", "threadpool"],
+            "--runtime threadpool reads local files, not the object URL s3://bucket/base/5/16384",
+        ),
+        (&["a", "--runtime", "object-store"], "not the local file a"),
+        (
+            &["http://h/base/5/1", "--cache", "cold"],
+            "--cache cold does not apply",
+        ),
+        (
+            &["http://h/base/5/1", "--cache", "all"],
+            "--cache cold,warm",
+        ),
+        (
+            &["http://h/base/5/1", "--direct"],
+            "--direct does not apply",
+        ),
+        (
+            &["http://h/base/5/1", "--baseline"],
+            "--baseline does not apply",
+        ),
     ] {
         let out = pgcount(args);
         common::assert_usage_error("pgcount", args, needle, &out);

@@ -20,7 +20,7 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["--size", "12XB"], "unit"),
         (&["--repeat", "0"], "--repeat"),
         (&["--combine", "0"], "--combine"),
-        (&["--combine", "1000"], "--combine"),
+        (&["--combine", "5000"], "--combine"),
         (&["--max-ios"], "needs a value"),
         (&["--json=yes"], "takes no value"),
         (&["--block-size", "1000"], "power of two"),

@@ -9,6 +9,8 @@
 //! example binary fails the test, naming that command.
 
 use pagestream::testing::files::{fresh_seed, write_stamped};
+use pagestream::testing::require;
+use pagestream_object_store::testing::Nginx;
 use pagestream_runtimes::Runtime;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -260,4 +262,37 @@ fn any_runtime_gives_the_same_answer_on_every_runtime() {
         assert_eq!(field(&out, &prefix, "pages"), NBLOCKS, "{out}");
         assert_eq!(field(&out, &prefix, "sum"), sum, "{out}");
     }
+}
+
+#[test]
+fn object_store_scans_an_object_over_http() {
+    let out = Command::new(example("object_store")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("usage: object_store URL"), "{err}");
+
+    // A directory of its own for nginx to serve, holding one stamped file.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("example-object-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = DataFile(dir.join("object.dat"));
+    write_stamped(&f.0, fresh_seed(), NBLOCKS, BLOCK_SIZE);
+    if let Some(nginx) = require("nginx", Nginx::start(&dir)) {
+        let out = run("object_store", &[&nginx.url("object.dat")]);
+        assert_eq!(field(&out, "pages=", "pages"), NBLOCKS, "{out}");
+        assert_eq!(field(&out, "pages=", "sum"), byte_sum(&f.bytes()), "{out}");
+        // 4 MiB in whole-object-sized GETs, not one per page.
+        assert!(field(&out, "GETs:", "gets") < NBLOCKS / 4, "{out}");
+        // A missing object fails naming its URL.
+        let missing = nginx.url("missing.dat");
+        let out = Command::new(example("object_store"))
+            .arg(&missing)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&missing), "{err}");
+    }
+    drop(f);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,6 +4,7 @@ use crate::{EngineCounters, Env, FileOptions, Options, Runtime};
 use glommio::io::{DmaFile, OwnedDmaFile};
 use glommio::{LocalExecutorBuilder, Placement};
 use pagestream_glommio::{GlommioEngine, GlommioFile, GLOMMIO_MIN_IO_MEMORY};
+use pagestream_object_store::{is_object_url, ObjectFile, ObjectStoreEngine};
 use pagestream_threadpool::{OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use pagestream_tokio_uring::{TokioUringEngine, TokioUringFile};
 use pagestream_uring::{UringEngine, UringFile};
@@ -300,5 +301,86 @@ impl Env for GlommioEnv {
 
     fn engine_counters(&self) -> EngineCounters {
         self.engine.stats().counters()
+    }
+}
+
+/// The object-store runtime's environment: an [`ObjectStoreEngine`] whose
+/// GETs are tasks on the run's tokio runtime; files are [`ObjectFile`]s,
+/// opened by URL ([`Env::open`] takes the URL as its path).
+#[derive(Debug, Clone)]
+pub struct ObjectStoreEnv {
+    engine: ObjectStoreEngine,
+    handle: tokio::runtime::Handle,
+}
+
+impl ObjectStoreEnv {
+    pub(crate) fn new(engine: ObjectStoreEngine, handle: tokio::runtime::Handle) -> Self {
+        ObjectStoreEnv { engine, handle }
+    }
+
+    /// The engine's own statistics.
+    pub fn stats(&self) -> pagestream_object_store::ObjectStoreStats {
+        self.engine.stats()
+    }
+
+    /// The tokio runtime the engine's GETs run on.
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+}
+
+/// `path` as the object URL it must be, or an error naming it; `direct`
+/// refused (an object has no OS page cache to bypass).
+fn object_url(path: &Path, opts: FileOptions) -> io::Result<&str> {
+    let url = path.to_str().filter(|s| is_object_url(s)).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: not an object URL: the object-store runtime reads s3://bucket/key or \
+                     http(s)://host/path, not local files",
+                path.display()
+            ),
+        )
+    })?;
+    if opts.direct {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{url}: O_DIRECT does not apply to an object (it has no OS page cache to \
+                 bypass); ask for FileOptions::buffered"
+            ),
+        ));
+    }
+    Ok(url)
+}
+
+impl Env for ObjectStoreEnv {
+    type Engine = ObjectStoreEngine;
+    type File = ObjectFile;
+
+    fn runtime(&self) -> Runtime {
+        Runtime::ObjectStore
+    }
+
+    fn engine(&self) -> ObjectStoreEngine {
+        self.engine.clone()
+    }
+
+    /// Opens the object `path` names (`s3://bucket/key`, `http(s)://host/path`;
+    /// see [`ObjectStoreEngine::open_url`]): a `HEAD` for its length and
+    /// version.
+    async fn open(&self, path: &Path, opts: FileOptions) -> io::Result<ObjectFile> {
+        let url = object_url(path, opts)?;
+        self.engine.open_url(url).await
+    }
+
+    fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<ObjectFile> {
+        let url = object_url(path, opts)?;
+        // The runtime's workers drive the HEAD while this thread waits.
+        tokio::task::block_in_place(|| self.handle.block_on(self.engine.open_url(url)))
+    }
+
+    fn engine_counters(&self) -> EngineCounters {
+        self.engine.counters()
     }
 }

@@ -10,6 +10,15 @@
 //! | [`Runtime::TokioUring`] | `tokio-uring` | `tokio_uring` runtime (`try_start`) on a fresh thread | `TokioUringEngine` (io_uring straight into frames) | buffered or `O_DIRECT` |
 //! | [`Runtime::Glommio`] | `glommio` | glommio `LocalExecutor` from `make_executor` on a fresh thread | `GlommioEngine` (DMA reads, copied into frames) | `O_DIRECT` only |
 //! | [`Runtime::Uring`] | `uring` | `UringRuntime::block_on` (pagestream-uring's own io_uring driver) on a fresh thread | `UringEngine` (io_uring straight into frames, submitted as reads start) | buffered or `O_DIRECT` |
+//! | [`Runtime::ObjectStore`] | `object-store` | multi-thread tokio runtime ([`OBJECT_STORE_WORKERS`] workers), the workload in its `block_on` on a fresh thread | `ObjectStoreEngine` (range GETs through `object_store`, hedged, many in flight) | objects by URL: `s3://bucket/key`, `http(s)://host/path` |
+//!
+//! [`Runtime::ALL`] (and `all` on a command line) is the four runtimes that
+//! read local files; [`Runtime::EVERY`] adds object-store, which opens the
+//! path it is given as a URL and refuses a local path (and `O_DIRECT`) with
+//! an error naming it. [`Runtime::for_url`] picks it for a URL. An `s3://`
+//! URL takes its endpoint, region and credentials from the standard `AWS_*`
+//! environment variables (`AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`).
 //!
 //! A [`Workload`] is a value whose [`run`](Workload::run) is generic over an
 //! [`Env`]: the environment gives the runtime's engine ([`Env::engine`]),
@@ -76,8 +85,11 @@
 mod env;
 mod runtime;
 
-pub use env::{GlommioEnv, ThreadPoolEnv, TokioUringEnv, UringEnv};
-pub use runtime::{parse_list, ParseRuntimeError, Runtime, RuntimeError};
+pub use env::{GlommioEnv, ObjectStoreEnv, ThreadPoolEnv, TokioUringEnv, UringEnv};
+pub use pagestream_object_store::is_object_url;
+pub use runtime::{
+    object_store_tokio, parse_list, ParseRuntimeError, Runtime, RuntimeError, OBJECT_STORE_WORKERS,
+};
 
 use pagestream::{EngineFile, IoEngine};
 use std::future::Future;
@@ -166,8 +178,8 @@ pub use pagestream::EngineCounters;
 
 /// What a workload gets from the runtime it runs on: the engine, and a way
 /// to open files for it. Implemented by [`ThreadPoolEnv`],
-/// [`TokioUringEnv`], [`GlommioEnv`] and [`UringEnv`]; a workload is written against this
-/// trait and so runs on all of them.
+/// [`TokioUringEnv`], [`GlommioEnv`], [`UringEnv`] and [`ObjectStoreEnv`]; a
+/// workload is written against this trait and so runs on all of them.
 pub trait Env {
     /// The runtime's engine.
     type Engine: IoEngine<File = Self::File> + Clone + 'static;
@@ -183,14 +195,19 @@ pub trait Env {
     /// Opens `path` for the engine. Fails with
     /// [`io::ErrorKind::Unsupported`] for a buffered open on glommio, and
     /// with [`io::ErrorKind::InvalidInput`] when `direct` and the block size
-    /// does not meet the file's `O_DIRECT` alignment.
+    /// does not meet the file's `O_DIRECT` alignment. On object-store,
+    /// `path` is an object URL: a local path is
+    /// [`io::ErrorKind::InvalidInput`], `direct`
+    /// [`io::ErrorKind::Unsupported`], a missing object
+    /// [`io::ErrorKind::NotFound`], each naming the URL.
     fn open(&self, path: &Path, opts: FileOptions) -> impl Future<Output = io::Result<Self::File>>;
 
     /// Like [`open`](Env::open), for synchronous callers on the runtime's
     /// thread (a conformance `Harness` makes files in a synchronous method).
     /// On glommio, whose files open asynchronously, the file is opened by a
     /// helper executor on another thread (started on first use, ending with
-    /// this environment) and adopted here.
+    /// this environment) and adopted here; on object-store the `HEAD` runs
+    /// on the tokio runtime's workers while this thread waits.
     fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<Self::File>;
 
     /// The engine's counters so far.

@@ -105,7 +105,7 @@ fn starts(rt: Runtime) -> bool {
 
 #[test]
 fn a_panic_in_the_workload_reaches_the_caller() {
-    for rt in Runtime::ALL.into_iter().filter(|&rt| starts(rt)) {
+    for rt in Runtime::EVERY.into_iter().filter(|&rt| starts(rt)) {
         let r = std::panic::catch_unwind(|| rt.run(Panics));
         let payload = r.expect_err("the panic propagates");
         let msg = payload
@@ -114,4 +114,80 @@ fn a_panic_in_the_workload_reaches_the_caller() {
             .unwrap_or_default();
         assert_eq!(msg, format!("workload panicked on {rt}"));
     }
+}
+
+/// Opens `path` with `open_blocking` (the synchronous open a conformance
+/// harness uses); returns its length.
+struct OpenBlocking<'a>(&'a Path);
+
+impl Workload for OpenBlocking<'_> {
+    type Output = io::Result<u64>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<u64> {
+        env.open_blocking(self.0, FileOptions::buffered(8192))?
+            .byte_len()
+    }
+}
+
+#[test]
+fn object_store_reads_urls_and_refuses_local_paths_and_o_direct() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("runtimes-object-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = dir.join("t.dat");
+    pagestream::testing::files::write_stamped(&local, 42, 100, 8192);
+    let rt = Runtime::ObjectStore;
+    assert!(!Runtime::ALL.contains(&rt) && Runtime::EVERY.contains(&rt));
+
+    // A local path is not a URL: an error naming it, whichever open.
+    let e = rt
+        .run(Scan {
+            path: &local,
+            seed: 42,
+            direct: false,
+        })
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains(local.to_str().unwrap()), "{e}");
+    assert!(rt.run(OpenBlocking(&local)).unwrap().is_err());
+
+    if let Some(nginx) = require(
+        "nginx",
+        pagestream_object_store::testing::Nginx::start(&dir),
+    ) {
+        let url = nginx.url("t.dat");
+        let url = Path::new(&url);
+        let (pages, thread) = rt
+            .run(Scan {
+                path: url,
+                seed: 42,
+                direct: false,
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(pages, 100);
+        assert_eq!(thread, "pagestream-object-store");
+        assert_eq!(rt.run(OpenBlocking(url)).unwrap().unwrap(), 100 * 8192);
+        // O_DIRECT means nothing for an object.
+        let e = rt
+            .run(Scan {
+                path: url,
+                seed: 42,
+                direct: true,
+            })
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+        assert!(e.to_string().contains("O_DIRECT"), "{e}");
+        // A missing object: NotFound, naming its URL.
+        let missing = nginx.url("missing.dat");
+        let e = rt
+            .run(OpenBlocking(Path::new(&missing)))
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        assert!(e.to_string().contains(&missing), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

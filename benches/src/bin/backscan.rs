@@ -19,11 +19,19 @@
 //! Every run computes the order-independent checksum of the lib; every run
 //! over the file must give the same one (forward and backward included),
 //! otherwise the program fails.
+//!
+//! `--file` may name an object (`s3://bucket/key`, `http(s)://host/path`):
+//! the scans then read it with range GETs on the object-store engine
+//! ([`pagestream_bench::object`]), in one mode, `object` (buffered and
+//! O_DIRECT are ways to read a local file), with nothing to make cold and
+//! `--combine` defaulting to the engine's request size.
 
 use clap::ArgAction;
 use futures::executor::block_on;
 use futures::StreamExt;
-use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
+use pagestream::{
+    source, BlockSource, BufferPool, EngineCounters, IoEngine, ReadStream, RingSize, StreamStats,
+};
 use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_max_ios, format_size, number, parse_block_size,
     parse_on_off, parse_ring, parse_size, List, UsageError,
@@ -31,8 +39,9 @@ use pagestream_bench::args::{
 use pagestream_bench::cache;
 use pagestream_bench::checksum::Checksum;
 use pagestream_bench::data;
+use pagestream_bench::object::{self, combine_for, max_ios_for, not_for_url, ObjectReader};
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
-use pagestream_threadpool::{EngineStats, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
+use pagestream_threadpool::{OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io;
@@ -51,9 +60,15 @@ alternate; every run is cold (fsync + POSIX_FADV_DONTNEED, residency checked
 with mincore, refused if more than 1% stays resident).
 
 options:
-  --file PATH         data file (default target/pagestream-data/
+  --file PATH|URL     data file (default target/pagestream-data/
                       seqscan-<size>.dat, the file seqscan uses for that
-                      size, created, stamped, if absent)
+                      size, created, stamped, if absent), or an object:
+                      s3://bucket/key (endpoint and credentials from
+                      AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+                      AWS_REGION, AWS_ALLOW_HTTP) or http(s)://host/path,
+                      read with range GETs by the object-store engine: one
+                      mode, object, nothing made cold (--mode, --direct and
+                      --create are errors; --threads, --nowait unused)
   --create            with --file: create PATH (stamped, --size bytes) if it
                       does not exist; without it a missing PATH is an error
   --size SIZE         size of a file to create (default 256MiB, not seqscan's
@@ -64,14 +79,15 @@ options:
   --direct            same as --mode direct
   --combining SET     backward combining: on | off | both (default both;
                       off is the \"before\" table)
-  --combine LIST      io_combine_limits, comma-separated (default 1,8,16,32)
+  --combine LIST      io_combine_limits, comma-separated (default 1,8,16,32;
+                      for a URL 4MiB of blocks, the engine's request size)
   --pairs N           forward/backward pairs per row (default 7)
   --retries N         run a pair again, up to N times (default 3), when
                       another process read or wrote more than 4 MiB on the
                       machine's disks (/proc/diskstats), or used more than a
                       tenth of the CPUs or the hypervisor stole that much
                       (/proc/stat) during it
-  --max-ios N         reads in flight at most (default 16)
+  --max-ios N         reads in flight at most (default 16; 64 for a URL)
   --pool-frames N     buffer pool frames (default 16384)
   --block-size SIZE   block size (default 8KiB)
   --ring SIZE|auto|off  ring (default auto: 256KiB when the file is larger
@@ -138,11 +154,19 @@ struct Opts {
         _ => Err(format!("{s:?}: expected on, off or both")),
     })]
     combining: List<bool>,
-    #[arg(long, default_value = "1,8,16,32", value_parser = parse_list)]
+    /// `--combine` as given (`None`: the default for the file).
+    #[arg(long = "combine", value_parser = parse_list)]
+    combine_given: Option<List<usize>>,
+    /// The io_combine_limits to run (set by `check`).
+    #[arg(skip)]
     combine: List<usize>,
     #[arg(long, default_value = "7", value_parser = number::<usize>)]
     pairs: usize,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--max-ios` as given (`None`: the default for the file).
+    #[arg(long = "max-ios", value_parser = number::<usize>)]
+    max_ios_given: Option<usize>,
+    /// Reads in flight (set by `check`).
+    #[arg(skip)]
     max_ios: usize,
     #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
@@ -182,8 +206,35 @@ fn parse_list(s: &str) -> Result<Vec<usize>, String> {
     Ok(v)
 }
 
-/// The checks across flags; sets `modes`.
+/// The checks across flags; sets `modes`, `combine` and `max_ios`.
 fn check(mut o: Opts) -> Result<Opts, UsageError> {
+    let url = o
+        .file
+        .as_deref()
+        .and_then(object::url_of)
+        .map(str::to_owned);
+    if let Some(url) = &url {
+        if o.create {
+            return Err(not_for_url("--create", url, object::NO_CREATE));
+        }
+        if o.direct {
+            return Err(not_for_url("--direct", url, object::NO_DIRECT));
+        }
+        if let Some(m) = o.mode.first() {
+            return Err(not_for_url(
+                m.1,
+                url,
+                "buffered and O_DIRECT are ways to read a local file; an object is read with \
+                 range GETs (leave --mode out)",
+            ));
+        }
+    }
+    o.combine = match o.combine_given.take() {
+        Some(c) => c,
+        None if url.is_some() => vec![combine_for(url.is_some(), None, o.block_size)],
+        None => vec![1, 8, 16, 32],
+    };
+    o.max_ios = max_ios_for(url.is_some(), o.max_ios_given);
     let mut given: Vec<ModeArg> = o.mode.clone();
     if o.direct {
         given.push(ModeArg(vec![true], "--direct"));
@@ -193,7 +244,11 @@ fn check(mut o: Opts) -> Result<Opts, UsageError> {
             return Err(UsageError(format!("{} contradicts {}", other.1, first.1)));
         }
     }
-    o.modes = given.first().map_or(vec![false, true], |m| m.0.clone());
+    o.modes = match &url {
+        // One mode, reported as not O_DIRECT.
+        Some(_) => vec![false],
+        None => given.first().map_or(vec![false, true], |m| m.0.clone()),
+    };
     at_least_one("pairs", o.pairs)?;
     at_least_one("threads", o.threads)?;
     check_max_ios(o.max_ios)?;
@@ -209,7 +264,8 @@ struct Run {
     checksum: u64,
     resident_before: f64,
     stats: StreamStats,
-    engine: EngineStats,
+    /// The engine's counters during the run.
+    engine: EngineCounters,
     /// Bytes read from and written to the machine's disks during the run
     /// (`/proc/diskstats`; `None` where it cannot be read): reads beyond the
     /// file's size, or writes, are another process's I/O competing with it.
@@ -290,7 +346,7 @@ impl Row {
         self.bwd.seconds().median / self.fwd.seconds().median
     }
 
-    fn json(&self, dir: Dir, o: &Opts, path: &str, bytes: u64) -> JsonObject {
+    fn json(&self, dir: Dir, o: &Opts, path: &str, bytes: u64, object: bool) -> JsonObject {
         let side = match dir {
             Dir::Forward => &self.fwd,
             Dir::Backward => &self.bwd,
@@ -298,8 +354,10 @@ impl Row {
         let s = side.seconds();
         let first = &side.runs[0];
         let med = |f: &dyn Fn(&Run) -> f64| side.median_of(f);
+        let counter = |name: &'static str| med(&|r| r.engine.get(name).unwrap_or(0) as f64);
         let mut j = JsonObject::default();
-        j.set("combine", self.combine)
+        j.set("engine", if object { "object-store" } else { "threadpool" })
+            .set("combine", self.combine)
             .set("direction", dir.name())
             .set("backward_combining", self.backward_combining)
             .set("direct", self.direct)
@@ -343,16 +401,7 @@ impl Row {
                 "limited_by_frames",
                 med(&|r| r.stats.limited_by_frames as f64),
             )
-            .set(
-                "engine_thread_preads",
-                med(&|r| r.engine.thread_preads as f64),
-            )
-            .set("engine_nowait_full", med(&|r| r.engine.nowait_full as f64))
-            .set(
-                "engine_nowait_seconds",
-                med(&|r| r.engine.nowait_nanos as f64 / 1e9),
-            )
-            .set("nowait", o.nowait && !self.direct)
+            .set("nowait", o.nowait && !self.direct && !object)
             .set(
                 "resident_before_max",
                 side.runs
@@ -374,6 +423,15 @@ impl Row {
             .set("block_size", o.block_size)
             .set("max_ios", o.max_ios)
             .set("pool_frames", o.pool_frames);
+        if object {
+            j.set("engine_gets", counter("gets"))
+                .set("engine_bytes", counter("bytes"))
+                .set("engine_hedged", counter("hedged"));
+        } else {
+            j.set("engine_thread_preads", counter("thread_preads"))
+                .set("engine_nowait_full", counter("nowait_full"))
+                .set("engine_nowait_seconds", counter("nowait_nanos") / 1e9);
+        }
         j
     }
 }
@@ -481,31 +539,65 @@ fn disk_bytes() -> Option<(u64, u64)> {
     Some((read, written))
 }
 
-fn diff(a: EngineStats, b: EngineStats) -> EngineStats {
-    let mut d = EngineStats::default();
-    d.nowait_full = b.nowait_full - a.nowait_full;
-    d.nowait_partial = b.nowait_partial - a.nowait_partial;
-    d.nowait_would_block = b.nowait_would_block - a.nowait_would_block;
-    d.nowait_nanos = b.nowait_nanos - a.nowait_nanos;
-    d.queued = b.queued - a.queued;
-    d.thread_preads = b.thread_preads - a.thread_preads;
-    d.threads_started = b.threads_started - a.threads_started;
-    d
+/// What reads the file.
+enum Reader {
+    /// A local file: the thread-pool engine, and a buffered handle for
+    /// cache control.
+    Local {
+        engine: ThreadPoolEngine,
+        plain: File,
+    },
+    /// An object URL: the object-store engine.
+    Object(ObjectReader),
 }
 
 struct Ctx {
     o: Opts,
     path: PathBuf,
     nblocks: u64,
-    engine: ThreadPoolEngine,
-    /// A buffered handle for cache control.
-    plain: File,
+    reader: Reader,
 }
 
 impl Ctx {
+    fn is_object(&self) -> bool {
+        matches!(self.reader, Reader::Object(_))
+    }
+
+    fn engine_counters(&self) -> EngineCounters {
+        match &self.reader {
+            Reader::Local { engine, .. } => engine.stats().counters(),
+            Reader::Object(r) => r.engine().counters(),
+        }
+    }
+
     fn scan<S: BlockSource>(
         &self,
         direct: bool,
+        combine: usize,
+        backward_combining: bool,
+        src: S,
+    ) -> io::Result<(Checksum, f64, StreamStats)> {
+        match &self.reader {
+            Reader::Local { engine, .. } => {
+                let file = ThreadPoolFile::open_with(
+                    &self.path,
+                    OpenOptions::new()
+                        .direct(direct)
+                        .block_size(self.o.block_size),
+                )?;
+                self.drive(engine.clone(), file, combine, backward_combining, src)
+            }
+            Reader::Object(r) => {
+                let file = r.open(&self.path.display().to_string())?;
+                self.drive(r.engine(), file, combine, backward_combining, src)
+            }
+        }
+    }
+
+    fn drive<E: IoEngine, S: BlockSource>(
+        &self,
+        engine: E,
+        file: E::File,
         combine: usize,
         backward_combining: bool,
         src: S,
@@ -517,13 +609,7 @@ impl Ctx {
             None | Some(0) => None,
             Some(b) => Some(RingSize::Bytes(b)),
         };
-        let file = ThreadPoolFile::open_with(
-            &self.path,
-            OpenOptions::new()
-                .direct(direct)
-                .block_size(self.o.block_size),
-        )?;
-        let mut stream = ReadStream::builder(&pool, self.engine.clone(), file)
+        let mut stream = ReadStream::builder(&pool, engine, file)
             .max_ios(self.o.max_ios)
             .io_combine_limit(combine)
             .backward_combining(backward_combining)
@@ -550,8 +636,12 @@ impl Ctx {
         backward_combining: bool,
         dir: Dir,
     ) -> io::Result<Run> {
-        let resident = cache::make_cold(&self.plain, &self.path)?;
-        let before = self.engine.stats();
+        let resident = match &self.reader {
+            Reader::Local { plain, .. } => cache::make_cold(plain, &self.path)?,
+            // An object has no page cache to evict it from.
+            Reader::Object(_) => 0.0,
+        };
+        let before = self.engine_counters();
         let disk_before = disk_bytes();
         let cpu_before = cpu_ticks();
         let (ck, secs, st) = match dir {
@@ -568,7 +658,7 @@ impl Ctx {
                 source::backward(0..self.nblocks),
             )?,
         };
-        let engine = diff(before, self.engine.stats());
+        let engine = self.engine_counters().since(&before);
         let cpu = match (cpu_before, cpu_ticks()) {
             (Some(a), Some(b)) => Some(CpuTicks {
                 busy: b.busy.saturating_sub(a.busy),
@@ -594,7 +684,7 @@ impl Ctx {
         if self.o.verbose {
             eprintln!(
                 "backscan: {} combine={} backward_combining={} {}: {:.1} ms",
-                if direct { "O_DIRECT" } else { "buffered" },
+                mode_name(direct, self.is_object()),
                 combine,
                 if backward_combining { "on" } else { "off" },
                 dir.name(),
@@ -603,14 +693,19 @@ impl Ctx {
             for line in st.to_string().lines() {
                 eprintln!("    {line}");
             }
-            eprintln!(
-                "    Engine: nowait full={} partial={} would-block={} ({:.1} ms in inline reads)  thread preads={}",
-                engine.nowait_full,
-                engine.nowait_partial,
-                engine.nowait_would_block,
-                engine.nowait_nanos as f64 / 1e6,
-                engine.thread_preads
-            );
+            let c = |name: &str| engine.get(name).unwrap_or(0);
+            if self.is_object() {
+                eprintln!("    Engine: {engine}");
+            } else {
+                eprintln!(
+                    "    Engine: nowait full={} partial={} would-block={} ({:.1} ms in inline reads)  thread preads={}",
+                    c("nowait_full"),
+                    c("nowait_partial"),
+                    c("nowait_would_block"),
+                    c("nowait_nanos") as f64 / 1e6,
+                    c("thread_preads")
+                );
+            }
             if let Some(c) = cpu {
                 eprintln!(
                     "    CPU: others {} ticks, this process {} ticks, stolen {} ticks ({} Hz)",
@@ -688,11 +783,28 @@ fn ms(s: &Spread) -> String {
     )
 }
 
-fn table_header(out: &mut String, direct: bool, combining: bool, o: &Opts, bytes: u64) {
+/// How the file is read, as the tables and messages say it.
+fn mode_name(direct: bool, object: bool) -> &'static str {
+    match (object, direct) {
+        (true, _) => "object (range GETs)",
+        (false, true) => "O_DIRECT",
+        (false, false) => "buffered",
+    }
+}
+
+fn table_header(
+    out: &mut String,
+    direct: bool,
+    object: bool,
+    combining: bool,
+    o: &Opts,
+    bytes: u64,
+) {
     let _ = writeln!(
         out,
-        "\n=== cold, {}, backward combining {} — {} pairs, median ms (min–max) ===",
-        if direct { "O_DIRECT" } else { "buffered" },
+        "\n=== {}{}, backward combining {} — {} pairs, median ms (min–max) ===",
+        if object { "" } else { "cold, " },
+        mode_name(direct, object),
         if combining {
             "on (after)"
         } else {
@@ -787,32 +899,45 @@ fn run(o: Opts) -> io::Result<()> {
         o.block_size,
     )?;
     let bytes = nblocks * o.block_size as u64;
-    let engine = ThreadPoolEngine::builder()
-        .threads(o.threads)
-        .nowait(o.nowait)
-        .build();
-    let plain = File::open(&path)?;
+    let reader = match o.file.as_deref().and_then(object::url_of) {
+        Some(_) => Reader::Object(ObjectReader::start()?),
+        None => Reader::Local {
+            engine: ThreadPoolEngine::builder()
+                .threads(o.threads)
+                .nowait(o.nowait)
+                .build(),
+            plain: File::open(&path)?,
+        },
+    };
     let ctx = Ctx {
         path: path.clone(),
         nblocks,
-        engine,
-        plain,
+        reader,
         o,
     };
     let o = &ctx.o;
+    let object = ctx.is_object();
     let path_s = path.display().to_string();
     if !o.json {
+        let engine = if object {
+            "engine=object-store".to_string()
+        } else {
+            format!(
+                "threads={} nowait={}",
+                o.threads,
+                if o.nowait { "on (buffered)" } else { "off" }
+            )
+        };
         println!(
-            "backscan {}: {} blocks of {} ({}), max_ios={} threads={} nowait={} pairs={} \
-             (forward and backward alternate, every run cold)",
+            "backscan {}: {} blocks of {} ({}), max_ios={} {engine} pairs={} \
+             (forward and backward alternate{})",
             path_s,
             nblocks,
             o.block_size,
             format_size(bytes),
             o.max_ios,
-            o.threads,
-            if o.nowait { "on (buffered)" } else { "off" },
-            o.pairs
+            o.pairs,
+            if object { "" } else { ", every run cold" }
         );
     }
     let mut checksum: Option<u64> = None;
@@ -820,7 +945,7 @@ fn run(o: Opts) -> io::Result<()> {
         for &combining in &o.combining {
             let mut out = String::new();
             if !o.json {
-                table_header(&mut out, direct, combining, o, bytes);
+                table_header(&mut out, direct, object, combining, o, bytes);
                 print!("{out}");
                 out.clear();
             }
@@ -838,7 +963,7 @@ fn run(o: Opts) -> io::Result<()> {
                                     "checksum mismatch: a {} scan ({}, io_combine_limit {}, \
                                      backward combining {}) gave {}, earlier scans gave {c}",
                                     dir.name(),
-                                    if direct { "O_DIRECT" } else { "buffered" },
+                                    mode_name(direct, object),
                                     combine,
                                     if combining { "on" } else { "off" },
                                     r.checksum
@@ -850,7 +975,7 @@ fn run(o: Opts) -> io::Result<()> {
                 }
                 if o.json {
                     for dir in [Dir::Forward, Dir::Backward] {
-                        println!("{}", row.json(dir, o, &path_s, bytes).to_line());
+                        println!("{}", row.json(dir, o, &path_s, bytes, object).to_line());
                     }
                 } else {
                     table_row(&mut out, &row);

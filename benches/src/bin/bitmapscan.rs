@@ -42,16 +42,22 @@
 //! `max_ios 0` is PostgreSQL's `effective_io_concurrency = 0`: one read at a
 //! time and no advice. Runs interleave: each repeat goes through every
 //! `max_ios` and mode once.
+//!
+//! `--file` may name an object (`s3://bucket/key`, `http(s)://host/path`):
+//! the bitmap's blocks are then read with range GETs by the object-store
+//! engine ([`pagestream_bench::object`]), in one mode, `object` (the modes
+//! above are ways to read a local file), with nothing to make cold.
 
 use futures::executor::block_on;
 use futures::StreamExt;
-use pagestream::{source, BufferPool, ReadStream, StreamStats};
+use pagestream::{source, BufferPool, IoEngine, ReadStream, StreamStats};
 use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_combine, check_max_ios, format_size, number,
     parse_block_size, List, UsageError,
 };
 use pagestream_bench::cache;
 use pagestream_bench::data::FileArgs;
+use pagestream_bench::object::{combine_for, not_for_url, ObjectReader};
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_threadpool::{FileAdvice, OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use std::fs::File;
@@ -68,8 +74,14 @@ flag); cold runs across max_ios settings, with kernel read-ahead on, off
 (POSIX_FADV_RANDOM) and O_DIRECT, on the thread-pool engine.
 
 options:
-  --file PATH         data file (default target/pagestream-data/
-                      seqscan-<size>.dat, created, stamped, if absent)
+  --file PATH|URL     data file (default target/pagestream-data/
+                      seqscan-<size>.dat, created, stamped, if absent), or
+                      an object: s3://bucket/key (endpoint and credentials
+                      from AWS_ENDPOINT, AWS_ACCESS_KEY_ID,
+                      AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP) or
+                      http(s)://host/path, read with range GETs by the
+                      object-store engine: one mode, object (--modes and
+                      --create are errors; nothing is made cold)
   --create            with --file: create PATH (stamped, --size bytes) if it
                       does not exist; without it a missing PATH is an error
   --size SIZE         size of a file to create (default 1GiB)
@@ -81,7 +93,7 @@ options:
   --seed N            seed of the matching tuples (default 1)
   --max-ios LIST      comma-separated max_ios values (default 0,1,2,4,8,16)
   --modes LIST        readahead,random,direct or a subset (default all three)
-  --combine N         io_combine_limit (default 16)
+  --combine N         io_combine_limit (default 16; 4MiB of blocks for a URL)
   --pool-frames N     buffer pool frames (default 16384)
   --block-size SIZE   block size (default 8KiB; at least 512)
   --repeat N          runs of each setting (default 3; medians)
@@ -102,6 +114,8 @@ enum Mode {
     Readahead,
     Random,
     Direct,
+    /// An object URL: range GETs (no page cache, no read-ahead).
+    Object,
 }
 
 impl Mode {
@@ -110,6 +124,7 @@ impl Mode {
             Mode::Readahead => "readahead",
             Mode::Random => "random",
             Mode::Direct => "direct",
+            Mode::Object => "object",
         }
     }
 
@@ -118,6 +133,7 @@ impl Mode {
             Mode::Readahead => "readahead on",
             Mode::Random => "readahead off",
             Mode::Direct => "O_DIRECT",
+            Mode::Object => "object (range GETs)",
         }
     }
 }
@@ -147,7 +163,8 @@ struct Opts {
         })
     })]
     max_ios: List<usize>,
-    #[arg(long, default_value = "readahead,random,direct", value_parser = |s: &str| {
+    /// `--modes` as given (`None`: all three, or object for a URL).
+    #[arg(long = "modes", value_parser = |s: &str| {
         parse_list(s, |x| match x {
             "readahead" => Ok(Mode::Readahead),
             "random" => Ok(Mode::Random),
@@ -155,8 +172,15 @@ struct Opts {
             _ => Err(format!("{x:?}: expected readahead, random or direct")),
         })
     })]
+    modes_given: Option<List<Mode>>,
+    /// The modes to run (set by `check`).
+    #[arg(skip)]
     modes: List<Mode>,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--combine` as given (`None`: the default for the file).
+    #[arg(long = "combine", value_parser = number::<usize>)]
+    combine_given: Option<usize>,
+    /// `io_combine_limit` (set by `check`).
+    #[arg(skip)]
     combine: usize,
     #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
@@ -179,9 +203,24 @@ fn parse_list<T>(s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<Vec
     Ok(v)
 }
 
-/// The checks across flags.
-fn check(o: Opts) -> Result<Opts, UsageError> {
+/// The checks across flags; sets `modes` and `combine`.
+fn check(mut o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
+    o.data.check()?;
+    let url = o.data.url().map(str::to_owned);
+    o.modes =
+        match (&url, o.modes_given.take()) {
+            (Some(url), Some(_)) => return Err(not_for_url(
+                "--modes",
+                url,
+                "readahead, random and direct are ways to read a local file; an object is read \
+                 with range GETs (leave --modes out)",
+            )),
+            (Some(_), None) => vec![Mode::Object],
+            (None, Some(m)) => m,
+            (None, None) => vec![Mode::Readahead, Mode::Random, Mode::Direct],
+        };
+    o.combine = combine_for(url.is_some(), o.combine_given, o.block_size);
     if !(o.density > 0.0 && o.density <= 1.0) {
         return bad(format!(
             "--density must be above 0 and at most 1 (got {})",
@@ -352,11 +391,22 @@ struct Run {
     resident_before: f64,
 }
 
+/// What reads the blocks.
+enum Reader {
+    /// A local file: the thread-pool engine, and a buffered handle for
+    /// cache control.
+    Local {
+        engine: ThreadPoolEngine,
+        plain: File,
+    },
+    /// An object URL: the object-store engine.
+    Object(ObjectReader),
+}
+
 struct Scanner<'a> {
     o: &'a Opts,
     path: PathBuf,
-    plain: File,
-    engine: ThreadPoolEngine,
+    reader: Reader,
     bitmap: &'a Bitmap,
     cond: &'a Condition,
     per_page: usize,
@@ -365,18 +415,40 @@ struct Scanner<'a> {
 impl Scanner<'_> {
     fn run(&self, mode: Mode, max_ios: usize, rep: usize) -> io::Result<Run> {
         let o = self.o;
-        let resident_before = cache::make_cold(&self.plain, &self.path)?;
-        let opts = OpenOptions::new()
-            .block_size(o.block_size)
-            .direct(mode == Mode::Direct)
-            .advice(if mode == Mode::Random {
-                FileAdvice::Random
-            } else {
-                FileAdvice::Normal
-            });
-        let file = ThreadPoolFile::open_with(&self.path, opts)?;
+        match &self.reader {
+            Reader::Local { engine, plain } => {
+                let resident_before = cache::make_cold(plain, &self.path)?;
+                let opts = OpenOptions::new()
+                    .block_size(o.block_size)
+                    .direct(mode == Mode::Direct)
+                    .advice(if mode == Mode::Random {
+                        FileAdvice::Random
+                    } else {
+                        FileAdvice::Normal
+                    });
+                let file = ThreadPoolFile::open_with(&self.path, opts)?;
+                self.scan(engine.clone(), file, mode, max_ios, rep, resident_before)
+            }
+            Reader::Object(r) => {
+                let file = r.open(&self.path.display().to_string())?;
+                self.scan(r.engine(), file, mode, max_ios, rep, 0.0)
+            }
+        }
+    }
+
+    /// One run over the bitmap's blocks of `file`, on `engine`.
+    fn scan<E: IoEngine>(
+        &self,
+        engine: E,
+        file: E::File,
+        mode: Mode,
+        max_ios: usize,
+        rep: usize,
+        resident_before: f64,
+    ) -> io::Result<Run> {
+        let o = self.o;
         let pool = BufferPool::new(o.pool_frames, o.block_size).map_err(io::Error::from)?;
-        let mut stream = ReadStream::builder(&pool, self.engine.clone(), file)
+        let mut stream = ReadStream::builder(&pool, engine, file)
             .max_ios(max_ios)
             .io_combine_limit(o.combine)
             .build(source::with_data(self.bitmap.entries.iter().cloned()))
@@ -422,41 +494,45 @@ impl Scanner<'_> {
 fn json(o: &Opts, r: &Run, path: &str, blocks: u64, bitmap: &Bitmap) -> JsonObject {
     let mut j = JsonObject::default();
     let bytes = r.visit.pages * o.block_size as u64;
-    j.set("runtime", "threadpool")
-        .set("cache", "cold")
-        .set("mode", r.mode.name())
-        .set("direct", r.mode == Mode::Direct)
-        .set("readahead", r.mode == Mode::Readahead)
-        .set("max_ios", r.max_ios)
-        .set("io_combine_limit", o.combine)
-        .set(
-            "pattern",
-            if o.pattern == Pattern::Uniform {
-                "uniform"
-            } else {
-                "clustered"
-            },
-        )
-        .set("density", o.density)
-        .set("blocks", blocks)
-        .set("matching_blocks", bitmap.entries.len())
-        .set("matching_tuples", bitmap.tuples)
-        .set("lossy_pages", bitmap.lossy)
-        .set("pages", r.visit.pages)
-        .set("bytes", bytes)
-        .set("tuples", r.visit.tuples)
-        .set("seconds", r.seconds)
-        .set("mib_per_s", mib_per_s(bytes, r.seconds))
-        .set("pages_per_s", r.visit.pages as f64 / r.seconds)
-        .set("reads", r.stats.reads)
-        .set("mean_blocks_per_read", r.stats.mean_blocks_per_read())
-        .set("max_in_flight", r.stats.max_in_flight)
-        .set("advice", r.stats.advice)
-        .set("waits", r.stats.waits)
-        .set("resident_before", r.resident_before)
-        .set("checksum", r.visit.sum)
-        .set("run", r.rep)
-        .set("file", path);
+    let object = r.mode == Mode::Object;
+    j.set(
+        "runtime",
+        if object { "object-store" } else { "threadpool" },
+    )
+    .set("cache", if object { "none" } else { "cold" })
+    .set("mode", r.mode.name())
+    .set("direct", r.mode == Mode::Direct)
+    .set("readahead", r.mode == Mode::Readahead)
+    .set("max_ios", r.max_ios)
+    .set("io_combine_limit", o.combine)
+    .set(
+        "pattern",
+        if o.pattern == Pattern::Uniform {
+            "uniform"
+        } else {
+            "clustered"
+        },
+    )
+    .set("density", o.density)
+    .set("blocks", blocks)
+    .set("matching_blocks", bitmap.entries.len())
+    .set("matching_tuples", bitmap.tuples)
+    .set("lossy_pages", bitmap.lossy)
+    .set("pages", r.visit.pages)
+    .set("bytes", bytes)
+    .set("tuples", r.visit.tuples)
+    .set("seconds", r.seconds)
+    .set("mib_per_s", mib_per_s(bytes, r.seconds))
+    .set("pages_per_s", r.visit.pages as f64 / r.seconds)
+    .set("reads", r.stats.reads)
+    .set("mean_blocks_per_read", r.stats.mean_blocks_per_read())
+    .set("max_in_flight", r.stats.max_in_flight)
+    .set("advice", r.stats.advice)
+    .set("waits", r.stats.waits)
+    .set("resident_before", r.resident_before)
+    .set("checksum", r.visit.sum)
+    .set("run", r.rep)
+    .set("file", path);
     j
 }
 
@@ -466,11 +542,17 @@ fn run(o: Opts) -> io::Result<()> {
     let cond = Condition::new(&o, nblocks);
     let bitmap = Bitmap::build(&cond, nblocks, per_page, o.exact_pages);
     let path_s = path.display().to_string();
+    let reader = match o.data.url() {
+        Some(_) => Reader::Object(ObjectReader::start()?),
+        None => Reader::Local {
+            engine: ThreadPoolEngine::new(),
+            plain: File::open(&path)?,
+        },
+    };
     let scanner = Scanner {
         o: &o,
-        plain: File::open(&path)?,
+        reader,
         path,
-        engine: ThreadPoolEngine::new(),
         bitmap: &bitmap,
         cond: &cond,
         per_page,
@@ -481,7 +563,7 @@ fn run(o: Opts) -> io::Result<()> {
     };
     let head = format!(
         "bitmapscan {path_s}: {nblocks} blocks of {} ({}), {per_page} tuples per page; density {} ({pattern}): \
-         {} matching tuples on {} blocks ({:.1}% of blocks), {} lossy; io_combine_limit {}, cold, threadpool, \
+         {} matching tuples on {} blocks ({:.1}% of blocks), {} lossy; io_combine_limit {}, {}, \
          {} run(s) each",
         o.block_size,
         format_size(nblocks * o.block_size as u64),
@@ -491,6 +573,11 @@ fn run(o: Opts) -> io::Result<()> {
         100.0 * bitmap.entries.len() as f64 / nblocks as f64,
         bitmap.lossy,
         o.combine,
+        if o.data.url().is_some() {
+            "object-store"
+        } else {
+            "cold, threadpool"
+        },
         o.repeat
     );
     if o.json {

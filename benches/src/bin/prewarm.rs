@@ -11,6 +11,12 @@
 //! The default file is the one `seqscan` creates
 //! (`target/pagestream-data/seqscan-1GiB.dat`, created if absent). The pool
 //! holds the whole file; after the load every block must be valid in it.
+//!
+//! `--file` may name an object (`s3://bucket/key`, `http(s)://host/path`):
+//! it is loaded from the server by the `object-store` runtime
+//! ([`pagestream_bench::object`]); `--cache` is then `none` (the OS page
+//! cache states `cold` and `warm` do not apply), `--direct` and `--create`
+//! are errors.
 
 use clap::ArgAction;
 use futures::StreamExt;
@@ -21,6 +27,7 @@ use pagestream_bench::args::{
 };
 use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::data::FileArgs;
+use pagestream_bench::object::{self, combine_for, max_ios_for, not_for_url, NO_DIRECT};
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
@@ -36,21 +43,28 @@ ReadStream built with full(true) (PostgreSQL's READ_STREAM_FULL: no distance
 ramp), and prints the time and MiB/s.
 
 options:
-  --file PATH         file to load (default: seqscan's data file,
+  --file PATH|URL     file to load (default: seqscan's data file,
                       target/pagestream-data/seqscan-<size>.dat, created if
-                      absent)
+                      absent), or an object: s3://bucket/key (endpoint and
+                      credentials from AWS_ENDPOINT, AWS_ACCESS_KEY_ID,
+                      AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP) or
+                      http(s)://host/path, loaded by the object-store
+                      runtime (--cache none only; --direct, --create and
+                      other runtimes are errors)
   --create            with --file: create PATH (stamped, --size bytes) if it
                       does not exist; without it a missing PATH is an error
   --size SIZE         size of a data file to create (default 1GiB)
-  --runtime NAME      threadpool | tokio-uring | glommio | all, or a
-                      comma-separated list (default threadpool); glommio
-                      reads with O_DIRECT only
+  --runtime NAME      threadpool | tokio-uring | glommio | uring | all, or a
+                      comma-separated list (default threadpool; object-store
+                      for a URL); glommio reads with O_DIRECT only
   --cache MODE        none | cold | warm: the OS page cache before each load
-                      (default cold: evicted; warm: read first; none: as is)
+                      (default cold: evicted; warm: read first; none: as is;
+                      a URL: none)
   --direct            open the file with O_DIRECT
   --full on|off       skip the distance ramp (default on; off to compare)
-  --max-ios N         reads in flight at most (default 16)
-  --combine N         io_combine_limit, blocks per read (default 16)
+  --max-ios N         reads in flight at most (default 16; 64 for a URL)
+  --combine N         io_combine_limit, blocks per read (default 16; 4MiB of
+                      blocks for a URL)
   --block-size SIZE   block size (default 8KiB)
   --repeat N          loads (each into a fresh pool; default 1)
   --json              one JSON object per load on stdout
@@ -60,19 +74,35 @@ options:
 struct Opts {
     #[command(flatten)]
     data: FileArgs,
-    #[arg(long = "runtime", default_value = "threadpool", value_parser = parse_runtimes)]
+    /// `--runtime` as given (`None`: threadpool, or object-store for a URL).
+    #[arg(long = "runtime", value_parser = parse_runtimes)]
+    runtime: Option<List<Runtime>>,
+    /// The runtimes to run (set by `check`).
+    #[arg(skip)]
     runtimes: List<Runtime>,
-    #[arg(long = "cache", default_value = "cold", value_parser = |s: &str| {
+    /// `--cache` as given (`None`: cold, or none for a URL).
+    #[arg(long = "cache", value_parser = |s: &str| {
         Cache::parse(s, &[Cache::None, Cache::Cold, Cache::Warm], None).map(|v| v[0])
     })]
+    cache: Option<Cache>,
+    /// The cache state before each load (set by `check`).
+    #[arg(skip = Cache::Cold)]
     mode: Cache,
     #[arg(long)]
     direct: bool,
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     full: bool,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--max-ios` as given (`None`: the default for the file).
+    #[arg(long = "max-ios", value_parser = number::<usize>)]
+    max_ios_given: Option<usize>,
+    /// Reads in flight (set by `check`).
+    #[arg(skip)]
     max_ios: usize,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--combine` as given (`None`: the default for the file).
+    #[arg(long = "combine", value_parser = number::<usize>)]
+    combine_given: Option<usize>,
+    /// `io_combine_limit` (set by `check`).
+    #[arg(skip)]
     combine: usize,
     #[arg(long, default_value = "8KiB", value_parser = parse_block_size)]
     block_size: usize,
@@ -82,12 +112,30 @@ struct Opts {
     json: bool,
 }
 
-/// The checks across flags.
-fn check(o: Opts) -> Result<Opts, UsageError> {
+/// The checks across flags; sets `runtimes`, `mode`, `max_ios` and
+/// `combine`.
+fn check(mut o: Opts) -> Result<Opts, UsageError> {
+    o.data.check()?;
+    let url = o.data.url().map(str::to_owned);
+    o.runtimes = object::runtimes_for(
+        o.data.file.as_deref(),
+        o.runtime.take(),
+        &[Runtime::ThreadPool],
+    )?;
     at_least_one("repeat", o.repeat)?;
+    check_block_size(o.block_size, o.data.size)?;
+    o.combine = combine_for(url.is_some(), o.combine_given, o.block_size);
+    o.max_ios = max_ios_for(url.is_some(), o.max_ios_given);
     check_combine(o.combine)?;
     check_max_ios(o.max_ios)?;
-    check_block_size(o.block_size, o.data.size)?;
+    if let Some(url) = &url {
+        if o.direct {
+            return Err(not_for_url("--direct", url, NO_DIRECT));
+        }
+        o.mode = object::url_modes(url, o.cache.map(|c| vec![c]), &[Cache::None])?[0];
+        return Ok(o);
+    }
+    o.mode = o.cache.unwrap_or(Cache::Cold);
     let direct_only = o.direct || o.runtimes.iter().all(|rt| !rt.supports_buffered());
     if o.mode == Cache::Warm && direct_only {
         return Err(UsageError(
@@ -113,7 +161,8 @@ struct Shared {
     o: Opts,
     path: PathBuf,
     nblocks: u64,
-    plain: File,
+    /// A buffered handle for cache control (`None` for an object URL).
+    plain: Option<File>,
 }
 
 impl Shared {
@@ -194,15 +243,17 @@ impl Workload for Loads<'_> {
             .map_err(|_| io::Error::other("file too large for a pool"))?;
         let mut loads = Vec::new();
         for rep in 0..o.repeat {
-            let resident = match o.mode {
-                Cache::Cold => cache::make_cold(&sh.plain, &sh.path)?,
-                Cache::Warm => {
-                    cache::warm(&sh.plain)?;
-                    cache::resident_fraction(&sh.plain)?
+            let resident = match (o.mode, &sh.plain) {
+                // An object: no page cache (`check` allows none only).
+                (_, None) => 0.0,
+                (Cache::Cold, Some(f)) => cache::make_cold(f, &sh.path)?,
+                (Cache::Warm, Some(f)) => {
+                    cache::warm(f)?;
+                    cache::resident_fraction(f)?
                 }
-                Cache::None => cache::resident_fraction(&sh.plain)?,
+                (Cache::None, Some(f)) => cache::resident_fraction(f)?,
                 // --cache accepts none, cold and warm only.
-                Cache::Hot => unreachable!("prewarm has no cache state hot"),
+                (Cache::Hot, Some(_)) => unreachable!("prewarm has no cache state hot"),
             };
             let pool = BufferPool::new(frames, o.block_size).map_err(io::Error::from)?;
             let file = env
@@ -255,7 +306,10 @@ impl Workload for Loads<'_> {
 
 fn run(o: Opts) -> io::Result<()> {
     let (path, nblocks) = o.data.scan_file("prewarm", o.block_size)?;
-    let plain = File::open(&path)?;
+    let plain = match o.data.url() {
+        Some(_) => None,
+        None => Some(File::open(&path)?),
+    };
     let sh = Shared {
         o,
         path,

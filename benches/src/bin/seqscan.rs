@@ -30,10 +30,19 @@
 //!   which goes first. They must do no reads. The summary gives each hot
 //!   scan's overhead per page over the memory loop, in ns.
 //!
+//! - **none**: the file as it is (nothing evicted or read first).
+//!
 //! Cold and warm scans use a 256 KiB ring (PostgreSQL's BULKREAD) when the
 //! file is larger than a quarter of the pool. Every run computes the same
 //! order-independent checksum over (block number, first and last 64 bytes)
 //! of each page; differing checksums are an error.
+//!
+//! `--file` may name an object instead (`s3://bucket/key`,
+//! `http(s)://host/path`): it is read by the `object-store` runtime
+//! ([`pagestream_bench::object`]), in the states that apply to it, `none`
+//! (every block from the server into an empty pool) and `hot`, with the
+//! engine's request size and GETs in flight unless `--combine` and
+//! `--max-ios` say otherwise.
 
 use clap::ArgAction;
 use futures::StreamExt;
@@ -45,6 +54,7 @@ use pagestream_bench::args::{
 use pagestream_bench::cache::{self, Cache};
 use pagestream_bench::checksum::Checksum;
 use pagestream_bench::data::FileArgs;
+use pagestream_bench::object::{self, combine_for, max_ios_for, not_for_url, NO_DIRECT};
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{EngineCounters, Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
@@ -57,22 +67,26 @@ usage: seqscan [options]
 
 Scans a stamped data file sequentially through a pagestream ReadStream on each
 runtime: cold (evicted from the page cache), warm (in the page cache, beside a
-plain 128 KiB read loop) and hot (in the buffer pool).
+plain 128 KiB read loop) and hot (in the buffer pool). --file may name an
+object (s3://bucket/key, http(s)://host/path) instead: see below.
 
 options:
-  --runtime NAME      threadpool | tokio-uring | glommio | all, or a
-                      comma-separated list (default all); glommio reads with
-                      O_DIRECT only: its cold runs use O_DIRECT, its warm runs
-                      are skipped
-  --file PATH         data file (default target/pagestream-data/
-                      seqscan-<size>.dat, created, stamped, if absent)
+  --runtime NAME      threadpool | tokio-uring | glommio | uring | all, or a
+                      comma-separated list (default all; object-store for a
+                      URL); glommio reads with O_DIRECT only: its cold runs
+                      use O_DIRECT, its warm runs are skipped
+  --file PATH|URL     data file (default target/pagestream-data/
+                      seqscan-<size>.dat, created, stamped, if absent), or
+                      an object URL
   --create            with --file: create PATH (stamped, --size bytes) if it
                       does not exist; without it a missing PATH is an error
   --size SIZE         size of a file to create (default 1GiB; e.g. 256MiB)
-  --cache MODE        cold | warm | hot | all (default all)
+  --cache MODE        none | cold | warm | hot | all (default all: cold, warm,
+                      hot; none: the file as it is)
   --direct            open the file with O_DIRECT (no warm runs)
-  --max-ios N         reads in flight at most (default 16)
-  --combine N         io_combine_limit, blocks per read (default 16)
+  --max-ios N         reads in flight at most (default 16; 64 for a URL)
+  --combine N         io_combine_limit, blocks per read (default 16; 4MiB of
+                      blocks for a URL)
   --pool-frames N     buffer pool frames for cold/warm runs (default 16384;
                       hot uses a pool holding the whole file)
   --block-size SIZE   block size (default 8KiB)
@@ -91,7 +105,18 @@ options:
                       with the cached-read helper thread (default 6 with 2+
                       CPUs; 0 or 1: no helper, each cached read inline)
   --json              one JSON object per run on stdout instead of the table
-  --help              this text";
+  --help              this text
+
+object URLs (--file s3://bucket/key or http(s)://host/path):
+  read by the object-store runtime (range GETs; --runtime may be left out or
+  say object-store, any other runtime is an error). s3:// takes its endpoint
+  and credentials from AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+  AWS_REGION and AWS_ALLOW_HTTP. --cache none | hot (default both: none reads
+  every block from the server into an empty pool); cold and warm are OS page
+  cache states, which an object is not read through: an error, as are
+  --direct and --create. No read-loop or memory-loop baseline (they read a
+  local file). --nowait, --threads and --cached-depth (threadpool settings)
+  and --size (a file to create) are not used.";
 
 /// The cache states seqscan measures (`--cache all`).
 const ALL: [Cache; 3] = [Cache::Cold, Cache::Warm, Cache::Hot];
@@ -101,21 +126,35 @@ type RingSetting = Option<usize>;
 
 #[derive(Debug, clap::Parser)]
 struct Opts {
-    #[arg(long = "runtime", default_value = "all", value_parser = parse_runtimes)]
+    /// `--runtime` as given (`None`: all, or object-store for a URL).
+    #[arg(long = "runtime", value_parser = parse_runtimes)]
+    runtime: Option<List<Runtime>>,
+    /// The runtimes to run (set by `check`).
+    #[arg(skip)]
     runtimes: List<Runtime>,
     #[command(flatten)]
     data: FileArgs,
-    /// `--cache` as given (`None`: all).
-    #[arg(long = "cache", value_parser = |s: &str| Cache::parse(s, &ALL, Some(&ALL)))]
+    /// `--cache` as given (`None`: all, or none and hot for a URL).
+    #[arg(long = "cache", value_parser = |s: &str| {
+        Cache::parse(s, &[Cache::None, Cache::Cold, Cache::Warm, Cache::Hot], Some(&ALL))
+    })]
     cache: Option<List<Cache>>,
     /// The cache states to run (set by `check`).
     #[arg(skip)]
     modes: Vec<Cache>,
     #[arg(long)]
     direct: bool,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--max-ios` as given (`None`: the file's default).
+    #[arg(long = "max-ios", value_parser = number::<usize>)]
+    max_ios_given: Option<usize>,
+    /// Reads in flight (set by `check`).
+    #[arg(skip)]
     max_ios: usize,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--combine` as given (`None`: the file's default).
+    #[arg(long = "combine", value_parser = number::<usize>)]
+    combine_given: Option<usize>,
+    /// `io_combine_limit` (set by `check`).
+    #[arg(skip)]
     combine: usize,
     #[arg(long, value_parser = number::<usize>)]
     pool_frames: Option<usize>,
@@ -154,17 +193,34 @@ struct Opts {
     memory_loop: bool,
 }
 
-/// The checks across flags; sets `modes`.
+/// The checks across flags; sets `runtimes`, `modes`, `max_ios` and
+/// `combine`.
 fn check(mut o: Opts) -> Result<Opts, UsageError> {
+    o.data.check()?;
+    let url = o.data.url().map(str::to_owned);
+    o.runtimes = object::runtimes_for(o.data.file.as_deref(), o.runtime.take(), &Runtime::ALL)?;
     at_least_one("repeat", o.repeat)?;
     at_least_one("threads", o.threads)?;
+    check_block_size(o.block_size, o.data.size)?;
+    o.combine = combine_for(url.is_some(), o.combine_given, o.block_size);
+    o.max_ios = max_ios_for(url.is_some(), o.max_ios_given);
     check_combine(o.combine)?;
     check_max_ios(o.max_ios)?;
     if let Some(f) = o.pool_frames {
         at_least_one("pool-frames", f)?;
     }
-    check_block_size(o.block_size, o.data.size)?;
-    o.modes = cache::check_modes(o.direct, o.cache.take(), &ALL, &o.runtimes)?;
+    match &url {
+        Some(url) => {
+            if o.direct {
+                return Err(not_for_url("--direct", url, NO_DIRECT));
+            }
+            o.modes = object::url_modes(url, o.cache.take(), &[Cache::None, Cache::Hot])?;
+            // The baselines read a local file.
+            o.memory_loop = false;
+            o.read_loop = false;
+        }
+        None => o.modes = cache::check_modes(o.direct, o.cache.take(), &ALL, &o.runtimes)?,
+    }
     Ok(o)
 }
 
@@ -277,8 +333,9 @@ struct Shared {
     path: PathBuf,
     path_s: String,
     nblocks: u64,
-    /// A buffered handle for cache control and the read loop.
-    plain: File,
+    /// A buffered handle for cache control and the read loop (`None` for
+    /// an object URL).
+    plain: Option<File>,
     /// The file's bytes in one buffer and where its 4096-aligned part
     /// starts, for the hot memory loop (loaded once).
     memory: std::sync::OnceLock<(Vec<u8>, usize)>,
@@ -298,14 +355,32 @@ impl Shared {
         }
     }
 
+    /// The local file's handle (cold, warm and the read loop, which `check`
+    /// refuses for a URL).
+    fn plain(&self) -> io::Result<&File> {
+        self.plain.as_ref().ok_or_else(|| {
+            io::Error::other(format!(
+                "{}: an object has no OS page cache to prepare",
+                self.path_s
+            ))
+        })
+    }
+
+    /// The fraction of the file in the OS page cache (0 for an object).
+    fn resident(&self) -> io::Result<f64> {
+        self.plain
+            .as_ref()
+            .map_or(Ok(0.0), cache::resident_fraction)
+    }
+
     /// Evicts the file from the page cache; returns the fraction resident.
     fn make_cold(&self) -> io::Result<f64> {
-        cache::make_cold(&self.plain, &self.path)
+        cache::make_cold(self.plain()?, &self.path)
     }
 
     fn make_warm(&self) -> io::Result<f64> {
-        cache::warm(&self.plain)?;
-        let resident = cache::resident_fraction(&self.plain)?;
+        cache::warm(self.plain()?)?;
+        let resident = cache::resident_fraction(self.plain()?)?;
         if resident < 0.99 {
             return Err(io::Error::other(format!(
                 "cannot keep {} warm: only {:.1}% of it stays in the page cache",
@@ -462,8 +537,7 @@ impl Workload for Scans<'_> {
                     continue;
                 }
                 let batch = match mode {
-                    // --cache accepts ALL only.
-                    Cache::None => unreachable!("seqscan has no cache state none"),
+                    Cache::None => vec![on.as_is(rep).await?],
                     Cache::Cold => vec![on.cold(rep).await?],
                     Cache::Warm if !(sh.o.read_loop && self.read_loop) => {
                         vec![on.warm_stream(rep).await?]
@@ -634,6 +708,12 @@ impl<E: Env> OnRuntime<'_, E> {
         self.scan_run(Cache::Cold, rep, resident).await
     }
 
+    /// The file as it is (an object: every block from the server).
+    async fn as_is(&self, rep: usize) -> io::Result<Run> {
+        let resident = self.sh.resident()?;
+        self.scan_run(Cache::None, rep, resident).await
+    }
+
     async fn warm_stream(&self, rep: usize) -> io::Result<Run> {
         let resident = self.sh.make_warm()?;
         self.scan_run(Cache::Warm, rep, resident).await
@@ -653,7 +733,7 @@ impl<E: Env> OnRuntime<'_, E> {
             self.hot = Some(pool);
         }
         let pool = self.hot.clone().expect("hot pool");
-        let resident = cache::resident_fraction(&self.sh.plain)?;
+        let resident = self.sh.resident()?;
         let before = self.env.engine_counters();
         let (ck, secs, st) = self.stream_scan(&pool, None, prefetch).await?;
         let eng = self.env.engine_counters().since(&before);
@@ -738,7 +818,10 @@ fn run(o: Opts) -> io::Result<()> {
             }
         }
     }
-    let plain = File::open(&path)?;
+    let plain = match o.data.url() {
+        Some(_) => None,
+        None => Some(File::open(&path)?),
+    };
     let path_s = path.display().to_string();
     let sh = Shared {
         path: path.clone(),
@@ -751,8 +834,18 @@ fn run(o: Opts) -> io::Result<()> {
     let o = &sh.o;
     if !o.json {
         let names: Vec<&str> = o.runtimes.iter().map(|r| r.name()).collect();
+        let how = if sh.plain.is_none() {
+            "object (range GETs)".to_string()
+        } else {
+            format!(
+                "{} nowait={} threads={}",
+                if o.direct { "O_DIRECT" } else { "buffered" },
+                if o.nowait && !o.direct { "on" } else { "off" },
+                o.threads
+            )
+        };
         println!(
-            "seqscan {}: {} blocks of {} ({}), runtimes={} max_ios={} io_combine_limit={} {} nowait={} threads={}",
+            "seqscan {}: {} blocks of {} ({}), runtimes={} max_ios={} io_combine_limit={} {how}",
             path_s,
             nblocks,
             o.block_size,
@@ -760,9 +853,6 @@ fn run(o: Opts) -> io::Result<()> {
             names.join(","),
             o.max_ios,
             o.combine,
-            if o.direct { "O_DIRECT" } else { "buffered" },
-            if o.nowait && !o.direct { "on" } else { "off" },
-            o.threads
         );
         println!(
             "{:<12} {:<12} {:>3} {:>8} {:>9} {:>11} {:>7} {:>8} {:>8} {:>8} {:>8} {:>20}",

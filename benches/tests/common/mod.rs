@@ -156,3 +156,56 @@ pub fn num(line: &str, key: &str) -> f64 {
         .parse()
         .unwrap_or_else(|_| panic!("{key} is not a number in {line}"))
 }
+
+/// Runs `exe` (named `program`) with `args` and `env` added to its
+/// environment, and collects its output; a run that has not ended after
+/// `limit` is killed and fails the test (a hang is a bug, not a slow run).
+pub fn run_within(
+    program: &str,
+    exe: &str,
+    args: &[&str],
+    env: &[(&str, String)],
+    limit: std::time::Duration,
+) -> Output {
+    use std::process::Stdio;
+    let mut child = Command::new(exe)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {program}: {e:?}"));
+    // Read both pipes as the program writes them, so a full pipe cannot
+    // stall it.
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = stderr.join().unwrap_or_default();
+            panic!(
+                "{program} {args:?} still ran after {limit:?}: killed\n{}",
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}

@@ -19,6 +19,18 @@
 //! cache first, `warm` reads them into it first, `hot` fills a pool holding
 //! the whole relation with one scan and times a second, which must read
 //! nothing; `none` (the default) scans the files as they are.
+//!
+//! PATH may be an object URL instead (`s3://bucket/base/5/16384`,
+//! `http(s)://host/base/5/16384`): the relation is read straight from the
+//! bucket or server by the `object-store` runtime
+//! ([`pagestream_bench::object`]). Its segments are found by a `HEAD` of
+//! `URL`, `URL.1`, `URL.2`, … until one is missing (an object store cannot
+//! in general list a prefix cheaply; on S3 a missing object answers 404
+//! only with permission to list the bucket, `s3:ListBucket`, and 403
+//! otherwise, which is an error), and read as one [`Segmented`] stream of
+//! [`ObjectFile`](pagestream_object_store::ObjectFile)s. Cache modes `none`
+//! and `hot` apply; `cold` and `warm` (the OS page cache), `--direct` and
+//! `--baseline` (a copy of the local files in memory) are usage errors.
 
 // The page format in full (every flag, a page builder for the tests), of
 // which the count reads a part.
@@ -29,21 +41,23 @@ use clap::ArgAction;
 use futures::StreamExt;
 use heap::{Counts, TupleOrder, BLCKSZ};
 use pagestream::segmented::{segment_paths, Segmented, SegmentedFile, PG_SEGMENT_BYTES};
+use pagestream::EngineFile;
 use pagestream::{source, BufferPool, ReadStream, RingSize, StreamStats};
 use pagestream_bench::args::{
     self, at_least_one, check_combine, check_max_ios, format_size, number, parse_on_off,
     parse_runtimes, parse_size, List, UsageError,
 };
 use pagestream_bench::cache::{self, Cache};
+use pagestream_bench::object::{self, combine_for, max_ios_for, not_for_url, NO_DIRECT};
 use pagestream_bench::timing::{mib_per_s, print_summary, JsonObject, Spread};
 use pagestream_runtimes::{Env, FileOptions, Options, Runtime, Workload};
 use std::fs::File;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const USAGE: &str = "\
-usage: pgcount PATH [options]
+usage: pgcount PATH|URL [options]
 
 Counts the live tuples of a PostgreSQL heap relation (what select count(*)
 returns on a vacuumed table with no transaction in progress) and sums its
@@ -52,15 +66,27 @@ PATH.2, ... through one pagestream ReadStream. PATH is the relation's first
 segment file: $PGDATA/$(psql -Atc \"select pg_relation_filepath('t')\").
 Stop the server (or CHECKPOINT with no writes since) before scanning.
 
+URL instead of PATH reads the relation's segments from object storage:
+s3://bucket/base/5/16384 (endpoint and credentials from AWS_ENDPOINT,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP) or
+http(s)://host/base/5/16384, with the object-store runtime (range GETs).
+The segments URL, URL.1, URL.2, ... are found by a HEAD of each until one
+is missing (on S3 that needs permission to list the bucket, or a missing
+object answers 403, an error). For a URL: --runtime may only say
+object-store; --cache none or hot (cold and warm are OS page cache states,
+which an object is not read through); --direct and --baseline are errors.
+
 options:
-  --runtime NAME      threadpool | tokio-uring | glommio | all, or a
-                      comma-separated list (default threadpool); glommio
-                      reads with O_DIRECT only (no warm runs)
+  --runtime NAME      threadpool | tokio-uring | glommio | uring | all, or a
+                      comma-separated list (default threadpool; object-store
+                      for a URL); glommio reads with O_DIRECT only (no warm
+                      runs)
   --cache MODE        none | cold | warm | hot | all (default none: scan the
                       files as they are); all = cold, warm, hot
   --direct            open the files with O_DIRECT (no warm runs)
-  --max-ios N         reads in flight at most (default 16)
-  --combine N         io_combine_limit, blocks per read (default 16)
+  --max-ios N         reads in flight at most (default 16; 64 for a URL)
+  --combine N         io_combine_limit, blocks per read (default 16; 512,
+                      4MiB, for a URL)
   --pool-frames N     buffer pool frames for none/cold/warm runs (default
                       16384; hot uses a pool holding the whole relation)
   --prefetch on|off   prefetch the next page's first cache lines when a page
@@ -85,10 +111,14 @@ struct Opts {
     /// PATH as given (`None` is a usage error).
     #[arg(value_name = "PATH")]
     relation: Option<PathBuf>,
-    /// The relation's first segment file (set by `check`).
+    /// The relation's first segment file, or its URL (set by `check`).
     #[arg(skip)]
     path: PathBuf,
-    #[arg(long = "runtime", default_value = "threadpool", value_parser = parse_runtimes)]
+    /// `--runtime` as given (`None`: threadpool, or object-store for a URL).
+    #[arg(long = "runtime", value_parser = parse_runtimes)]
+    runtime: Option<List<Runtime>>,
+    /// The runtimes to run (set by `check`).
+    #[arg(skip)]
     runtimes: List<Runtime>,
     /// `--cache` as given (`None`: none).
     #[arg(long = "cache", value_parser = |s: &str| {
@@ -101,9 +131,17 @@ struct Opts {
     modes: Vec<Cache>,
     #[arg(long)]
     direct: bool,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--max-ios` as given (`None`: the default for PATH or URL).
+    #[arg(long = "max-ios", value_parser = number::<usize>)]
+    max_ios_given: Option<usize>,
+    /// Reads in flight (set by `check`).
+    #[arg(skip)]
     max_ios: usize,
-    #[arg(long, default_value = "16", value_parser = number::<usize>)]
+    /// `--combine` as given (`None`: the default for PATH or URL).
+    #[arg(long = "combine", value_parser = number::<usize>)]
+    combine_given: Option<usize>,
+    /// `io_combine_limit` (set by `check`).
+    #[arg(skip)]
     combine: usize,
     #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
@@ -127,14 +165,19 @@ struct Opts {
     baseline: bool,
 }
 
-/// The checks across flags; sets `modes`.
+/// The checks across flags; sets `path`, `runtimes`, `modes`, `max_ios`
+/// and `combine`.
 fn check(mut o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
     let Some(path) = o.relation.take() else {
-        return bad("no PATH: name the relation's first segment file".into());
+        return bad("no PATH: name the relation's first segment file (or its URL)".into());
     };
     o.path = path;
+    let url = object::url_of(&o.path).map(str::to_owned);
+    o.runtimes = object::runtimes_for(Some(&o.path), o.runtime.take(), &[Runtime::ThreadPool])?;
     at_least_one("repeat", o.repeat)?;
+    o.combine = combine_for(url.is_some(), o.combine_given, BLCKSZ);
+    o.max_ios = max_ios_for(url.is_some(), o.max_ios_given);
     check_combine(o.combine)?;
     check_max_ios(o.max_ios)?;
     at_least_one("pool-frames", o.pool_frames)?;
@@ -144,16 +187,90 @@ fn check(mut o: Opts) -> Result<Opts, UsageError> {
             o.segment_bytes
         ));
     }
-    o.modes = cache::check_modes(o.direct, o.cache.take(), &[Cache::None], &o.runtimes)?;
+    match &url {
+        Some(url) => {
+            if o.direct {
+                return Err(not_for_url("--direct", url, NO_DIRECT));
+            }
+            if o.baseline {
+                return Err(not_for_url(
+                    "--baseline",
+                    url,
+                    "the baseline counts a copy of the relation's local files in memory",
+                ));
+            }
+            o.modes = object::url_modes(url, o.cache.take(), &[Cache::None])?;
+        }
+        None => {
+            o.modes = cache::check_modes(o.direct, o.cache.take(), &[Cache::None], &o.runtimes)?
+        }
+    }
     Ok(o)
 }
 
-/// The relation: its segment files and their blocks.
+/// Most segments a relation may have: a server that answers every name
+/// (as some answer every path with a page) must not make the search for
+/// segments endless. 65536 segments of PostgreSQL's 1 GiB are 64 TiB.
+const MAX_SEGMENTS: usize = 1 << 16;
+
+/// Finds the segments of the relation whose first segment is the object
+/// `first` (a URL), as PostgreSQL names them: a `HEAD` of `first`,
+/// `first.1`, `first.2`, … until one is missing; returns their names and
+/// lengths. A missing `first` is an error naming it; so is any other error
+/// of a `HEAD`. After a segment shorter than `segment_bytes` (the
+/// relation's end), the search stops at the first non-empty one, which
+/// [`Relation::open`] refuses.
+struct FindSegments<'a> {
+    first: &'a str,
+    segment_bytes: u64,
+}
+
+impl Workload for FindSegments<'_> {
+    type Output = io::Result<Vec<(PathBuf, u64)>>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<Vec<(PathBuf, u64)>> {
+        let mut found: Vec<(PathBuf, u64)> = Vec::new();
+        let mut ended = false;
+        loop {
+            let n = found.len();
+            if n == MAX_SEGMENTS {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: {MAX_SEGMENTS} segments and more: does the server answer every \
+                         name?",
+                        self.first
+                    ),
+                ));
+            }
+            let name = match n {
+                0 => self.first.to_string(),
+                n => format!("{}.{n}", self.first),
+            };
+            let name = PathBuf::from(name);
+            let len = match env.open(&name, FileOptions::buffered(BLCKSZ)).await {
+                Ok(f) => f.byte_len()?,
+                Err(e) if n > 0 && e.kind() == io::ErrorKind::NotFound => return Ok(found),
+                // A missing first segment names its URL (and says not found).
+                Err(e) => return Err(e),
+            };
+            found.push((name, len));
+            if ended && len > 0 {
+                return Ok(found);
+            }
+            ended |= len < self.segment_bytes;
+        }
+    }
+}
+
+/// The relation: its segment files (or objects) and their blocks.
 struct Relation {
     o: Opts,
     paths: Vec<PathBuf>,
-    /// A buffered handle per segment, for cache control.
+    /// A buffered handle per segment, for cache control (none for a URL).
     plain: Vec<File>,
+    /// Whether the segments are objects (PATH was a URL).
+    url: bool,
     nblocks: u64,
 }
 
@@ -189,21 +306,40 @@ impl Relation {
                 ));
             }
         }
-        let mut paths = segment_paths(&o.path)?;
+        // Every segment's name, length and (local files) buffered handle.
+        let mut found: Vec<(PathBuf, u64, Option<File>)> = Vec::new();
+        let url = object::url_of(&o.path).map(str::to_owned);
+        match &url {
+            Some(first) => {
+                let find = FindSegments {
+                    first,
+                    segment_bytes: o.segment_bytes,
+                };
+                for (p, len) in Runtime::ObjectStore.run(find)?? {
+                    found.push((p, len, None));
+                }
+            }
+            None => {
+                for p in segment_paths(&o.path)? {
+                    let f = File::open(&p).map_err(|e| named(&p, e))?;
+                    let m = f.metadata().map_err(|e| named(&p, e))?;
+                    if !m.is_file() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("{}: not a regular file", p.display()),
+                        ));
+                    }
+                    found.push((p, m.len(), Some(f)));
+                }
+            }
+        }
+        let mut paths: Vec<PathBuf> = found.iter().map(|(p, _, _)| p.clone()).collect();
         let mut plain = Vec::new();
+        let mut kept = 0;
         let mut total = 0u64;
         // The first segment shorter than a full one: the relation's end.
         let mut partial: Option<(usize, u64)> = None;
-        for (i, p) in paths.iter().enumerate() {
-            let f = File::open(p).map_err(|e| named(p, e))?;
-            let m = f.metadata().map_err(|e| named(p, e))?;
-            if !m.is_file() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("{}: not a regular file", p.display()),
-                ));
-            }
-            let len = m.len();
+        for (i, (p, len, f)) in found.into_iter().enumerate() {
             let bad = |why: String| {
                 Err(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -213,7 +349,8 @@ impl Relation {
             if let Some((k, klen)) = partial {
                 if len != 0 {
                     return bad(format!(
-                        " after {}, a partial segment of {klen} bytes: segments after the                          relation's end must be empty (is the segment size {}? --segment-size)",
+                        " after {}, a partial segment of {klen} bytes: segments after the \
+                         relation's end must be empty (is the segment size {}? --segment-size)",
                         paths[k].display(),
                         format_size(o.segment_bytes)
                     ));
@@ -236,12 +373,14 @@ impl Relation {
                 partial = Some((i, len));
             }
             total += len;
-            plain.push(f);
+            kept += 1;
+            plain.extend(f);
         }
         // Empty segment files past the end are not part of the relation.
-        paths.truncate(plain.len());
+        paths.truncate(kept);
         Ok(Relation {
             nblocks: total / BLCKSZ as u64,
+            url: url.is_some(),
             o,
             paths,
             plain,
@@ -336,7 +475,11 @@ impl Relation {
         })
     }
 
+    /// The fraction of the relation in the OS page cache (0 for objects).
     fn resident(&self) -> io::Result<f64> {
+        if self.plain.is_empty() {
+            return Ok(0.0);
+        }
         let mut resident = 0.0;
         for f in &self.plain {
             resident += cache::resident_fraction(f)?;
@@ -345,8 +488,14 @@ impl Relation {
     }
 }
 
-fn named(p: &std::path::Path, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+/// `e`, with `p` in front unless its message names `p` already (an
+/// object's errors name its URL).
+fn named(p: &Path, e: io::Error) -> io::Error {
+    let p = p.display().to_string();
+    if e.to_string().contains(&p) {
+        return e;
+    }
+    io::Error::new(e.kind(), format!("{p}: {e}"))
 }
 
 /// One timed run.
@@ -601,10 +750,11 @@ fn run(o: Opts) -> io::Result<()> {
     if !o.json {
         let names: Vec<&str> = o.runtimes.iter().map(|r| r.name()).collect();
         println!(
-            "pgcount {}: {} pages in {} segment file{} ({}), runtimes={} max_ios={} io_combine_limit={}{}",
+            "pgcount {}: {} pages in {} segment {}{} ({}), runtimes={} max_ios={} io_combine_limit={}{}",
             o.path.display(),
             rel.nblocks,
             rel.paths.len(),
+            if rel.url { "object" } else { "file" },
             if rel.paths.len() == 1 { "" } else { "s" },
             format_size(rel.bytes()),
             names.join(","),
@@ -733,6 +883,16 @@ mod tests {
         assert_eq!(o.runtimes, [Runtime::ThreadPool]);
         assert_eq!(o.segment_bytes, 1 << 30);
         assert!(parse(&["--help"]).unwrap().is_none());
+        // A URL: object-store, the engine's request size and GETs in flight.
+        let o = parse(&["s3://bucket/base/5/16384"]).unwrap().unwrap();
+        assert_eq!(o.runtimes, [Runtime::ObjectStore]);
+        assert_eq!(o.modes, [Cache::None]);
+        assert_eq!((o.max_ios, o.combine), (64, 512));
+        let o = parse(&["http://h/base/5/1", "--cache", "hot", "--combine", "16"])
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.modes, o.combine, o.max_ios), (vec![Cache::Hot], 16, 64));
+        assert_eq!(parse(&["rel"]).unwrap().unwrap().max_ios, 16);
         for (bad, needle) in [
             (&[][..], "no PATH"),
             (&["a", "b"], "unexpected argument"),
@@ -745,6 +905,15 @@ mod tests {
                 &["a", "--runtime", "glommio", "--cache", "warm"],
                 "nothing to run",
             ),
+            (
+                &["s3://b/k", "--runtime", "uring"],
+                "not the object URL s3://b/k",
+            ),
+            (
+                &["s3://b/k", "--cache", "cold"],
+                "--cache cold does not apply",
+            ),
+            (&["a", "--runtime", "object-store"], "not the local file a"),
         ] {
             let e = parse(bad).err().unwrap_or_else(|| panic!("{bad:?}"));
             assert!(e.0.contains(needle), "{bad:?}: {e}");
