@@ -54,9 +54,11 @@ pub const DEFAULT_READS_IN_FLIGHT: usize = 64;
 ///   (its stream was dropped or reset, and no other stream waits for them)
 ///   is cancelled, and its frames go back empty.
 /// - **No wrong pages**: a GET for an object with an ETag asks for that
-///   version (`If-Match`), so an object replaced under a scan fails its
-///   reads instead of mixing versions; an object shorter than its length
-///   at open is an error, never zeroes.
+///   version (`If-Match`; with a weak ETag, which `If-Match` never
+///   matches, `If-Unmodified-Since` the modification time `head` gave), so
+///   an object replaced under a scan fails its reads instead of mixing
+///   versions; an object shorter than its length at open is an error,
+///   never zeroes.
 #[derive(Clone)]
 pub struct ObjectStoreEngine {
     inner: Arc<Inner>,
@@ -283,13 +285,23 @@ impl ObjectStoreEngine {
             (None, Some(v)) => format!("version {v}"),
             (None, None) => format!("size {} modified {}", meta.size, meta.last_modified),
         };
+        // Every GET asks for this version. `If-Match` compares entity tags
+        // strongly: a weak ETag (`W/"…"`, what a server gives for content
+        // it may transform) matches nothing, so a GET asking for one would
+        // always fail. Such an object must instead be unmodified since its
+        // modification time (to the second, over HTTP).
+        let conditions = match meta.e_tag {
+            Some(e) if e.starts_with("W/") => GetOptions {
+                if_unmodified_since: Some(meta.last_modified),
+                ..GetOptions::default()
+            },
+            e_tag => GetOptions {
+                if_match: e_tag,
+                ..GetOptions::default()
+            },
+        };
         Ok(ObjectFile::new(
-            store,
-            location,
-            name,
-            meta.size,
-            meta.e_tag.as_deref(),
-            &version,
+            store, location, name, meta.size, conditions, &version,
         ))
     }
 
@@ -482,8 +494,7 @@ async fn get(
     bump(&inner.counters.gets, 1);
     let opts = GetOptions {
         range: Some(GetRange::Bounded(range)),
-        if_match: file.e_tag.clone(),
-        ..GetOptions::default()
+        ..file.conditions.clone()
     };
     file.store.get_opts(&file.location, opts).await
 }

@@ -1,7 +1,7 @@
 //! An object, as a file a stream reads.
 
 use object_store::path::Path as ObjectPath;
-use object_store::ObjectStore;
+use object_store::{GetOptions, ObjectStore};
 use pagestream::{EngineFile, FileId};
 use std::fmt;
 use std::io;
@@ -29,8 +29,10 @@ pub(crate) struct FileInner {
     /// `name` as a path, for [`EngineFile::path`].
     name_path: std::path::PathBuf,
     pub(crate) len: u64,
-    /// The version GETs ask for (`If-Match`), if the store gave one.
-    pub(crate) e_tag: Option<String>,
+    /// The version every GET asks for: `If-Match` its ETag, or
+    /// `If-Unmodified-Since` its modification time (see
+    /// [`ObjectStoreEngine::open`](crate::ObjectStoreEngine::open)).
+    pub(crate) conditions: GetOptions,
     id: FileId,
 }
 
@@ -40,7 +42,7 @@ impl ObjectFile {
         location: ObjectPath,
         name: String,
         len: u64,
-        e_tag: Option<&str>,
+        conditions: GetOptions,
         version: &str,
     ) -> Self {
         let id = FileId::keyed(&format!("{name}#{version}"));
@@ -51,7 +53,7 @@ impl ObjectFile {
                 name_path: std::path::PathBuf::from(&name),
                 name,
                 len,
-                e_tag: e_tag.map(str::to_owned),
+                conditions,
                 id,
             }),
         }

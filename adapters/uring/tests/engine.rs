@@ -5,7 +5,8 @@
 //! reads started outside `block_on` fail cleanly, wake-ups from other
 //! threads end a wait, two runtimes share a pool, a SQPOLL thread asleep
 //! is woken when the submission queue is full (while reading and in the
-//! drop), and bad settings are refused with errors naming them.
+//! drop), a read into more scattered frames than one `READV` takes is
+//! done in parts, and bad settings are refused with errors naming them.
 
 mod common;
 
@@ -482,6 +483,57 @@ fn sqpoll_drop_wakes_the_sleeping_thread() {
     if let Some(ps) = ps {
         assert_eq!((ps.pinned, ps.reading), (0, 0), "{ps}");
     }
+}
+
+/// A read into more scattered frames than one `READV` takes (its request
+/// gives at most `MAX_BUFFERS` runs): a short read of those runs, then the
+/// remainder, every page right.
+#[test]
+fn read_into_more_than_max_buffers_scattered_frames() {
+    let Some(rt) = runtime_or_skip("read_into_more_than_max_buffers_scattered_frames") else {
+        return;
+    };
+    let huge = pagestream::MAX_BUFFERS + 100;
+    let pool = BufferPool::new(2 * huge, 512).expect("pool");
+    // Guards on every other frame (the even blocks of a file read into the
+    // fresh pool, one block to a frame): the frames left are scattered.
+    let mem = pagestream::testing::MemEngine::new();
+    let pins: Vec<_> = futures::executor::block_on(async {
+        let n = 2 * huge as u64;
+        let mut s = ReadStream::builder(&pool, mem.clone(), mem.create_stamped(n, 512))
+            .build(source::forward(0..n))
+            .expect("build");
+        let mut kept = Vec::new();
+        while let Some(p) = s.next().await {
+            let p = p.expect("page");
+            if p.frame() % 2 == 0 {
+                kept.push(p);
+            }
+        }
+        kept
+    });
+    assert_eq!(pins.len(), huge, "the blocks did not go one to a frame");
+    let (file, seed) = stamped(huge as u64, 512, false);
+    let st = rt.block_on(async {
+        let mut s = ReadStream::builder(&pool, rt.engine(), file)
+            .max_ios(1)
+            .io_combine_limit(huge)
+            .full(true)
+            .build(source::forward(0..huge as u64))
+            .expect("build");
+        let mut i = 0;
+        while let Some(page) = s.next().await {
+            let page = page.unwrap_or_else(|e| panic!("block {i}: {e}"));
+            assert!(stamp::check(seed, i, &page), "block {i} wrong");
+            i += 1;
+        }
+        assert_eq!(i, huge as u64);
+        s.close().await
+    });
+    assert_eq!((st.reads, st.blocks_read), (1, huge as u64), "{st}");
+    let es = rt.stats();
+    assert_eq!((es.reads, es.vectored), (2, 2), "{es:?}");
+    drop(pins);
 }
 
 /// Zero-sized settings are refused with an error naming the setting.

@@ -2,9 +2,11 @@
 //! against, and a store wrapper that stalls GETs.
 //!
 //! - [`Nginx`] serves a directory over HTTP with range requests, on a free
-//!   loopback port; it can be killed, restarted and made to answer 503.
+//!   loopback port; it can be killed, restarted, made to answer 503 and
+//!   made to send slowly.
 //! - [`Moto`] is an S3-API server (moto's `moto_server`) on a free loopback
-//!   port, with the `AWS_*` settings that reach it.
+//!   port, with the `AWS_*` settings that reach it; it can be made to check
+//!   credentials.
 //! - [`Stalling`] delays one GET in `every` by `stall` before it answers,
 //!   as a straggling object-store request does.
 //!
@@ -16,5 +18,5 @@
 mod servers;
 mod stall;
 
-pub use servers::{Moto, Nginx};
+pub use servers::{Moto, Nginx, SLOW_RATE};
 pub use stall::Stalling;

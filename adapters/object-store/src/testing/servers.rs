@@ -73,10 +73,28 @@ fn find(program: &str, also: &[&str], package: &str) -> io::Result<PathBuf> {
         })
 }
 
+/// Creates (`on`) or removes the flag file `path` the nginx configuration
+/// tests for.
+fn flag(path: &Path, on: bool) -> io::Result<()> {
+    if on {
+        std::fs::write(path, b"")
+    } else {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+    }
+}
+
+/// Bytes per second nginx sends each response at while
+/// [`set_slow`](Nginx::set_slow) is on.
+pub const SLOW_RATE: u64 = 32 << 10;
+
 /// nginx serving a directory over HTTP on a free loopback port, with range
-/// requests (`sendfile`), no access log, and a switch that makes it answer
-/// 503 to everything ([`set_unavailable`](Self::set_unavailable)). Killed
-/// (with its workers) when dropped.
+/// requests (`sendfile`), no access log, and switches that make it answer
+/// 503 to everything ([`set_unavailable`](Self::set_unavailable)) or send
+/// slowly ([`set_slow`](Self::set_slow)). Killed (with its workers) when
+/// dropped.
 #[derive(Debug)]
 pub struct Nginx {
     binary: PathBuf,
@@ -147,12 +165,14 @@ http {{
         root {root};
         location / {{
             if (-f {d}/unavailable) {{ return 503; }}
+            if (-f {d}/slow) {{ set $limit_rate {slow}; }}
         }}
     }}
 }}
 ",
             port = self.port,
             root = self.root.display(),
+            slow = SLOW_RATE,
         );
         let conf_path = self.dir.join("nginx.conf");
         std::fs::write(&conf_path, conf)?;
@@ -197,15 +217,15 @@ http {{
     /// Makes every request answer 503 (`true`) or be served again
     /// (`false`), without restarting.
     pub fn set_unavailable(&self, unavailable: bool) -> io::Result<()> {
-        let flag = self.dir.join("unavailable");
-        if unavailable {
-            std::fs::write(flag, b"")
-        } else {
-            match std::fs::remove_file(flag) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                r => r,
-            }
-        }
+        flag(&self.dir.join("unavailable"), unavailable)
+    }
+
+    /// Makes every response begun from now on be sent at [`SLOW_RATE`]
+    /// bytes per second (`true`; a GET of 128 KiB then takes 4 s, long
+    /// enough to be cut off by a [`kill`](Self::kill)), or at full speed
+    /// again (`false`). Kept across a restart.
+    pub fn set_slow(&self, slow: bool) -> io::Result<()> {
+        flag(&self.dir.join("slow"), slow)
     }
 
     /// Kills nginx and its workers at once (connections drop mid-transfer).
@@ -238,9 +258,15 @@ pub struct Moto {
     port: u16,
     log: PathBuf,
     child: Option<Child>,
+    /// The credentials [`store`](Moto::store), [`env`](Moto::env) and
+    /// [`put`](Moto::put) use: any until [`require_auth`](Moto::require_auth),
+    /// then those of the user it made.
+    key: String,
+    secret: String,
 }
 
-/// The region and credentials the tests use with moto (moto accepts any).
+/// The region and credentials the tests use with moto (moto accepts any
+/// until it is told to check them).
 const MOTO_REGION: &str = "us-east-1";
 const MOTO_KEY: &str = "pagestream";
 const MOTO_SECRET: &str = "pagestream-secret";
@@ -265,6 +291,8 @@ impl Moto {
             log: std::env::temp_dir()
                 .join(format!("pagestream-moto-{}-{port}.log", std::process::id())),
             child: None,
+            key: MOTO_KEY.into(),
+            secret: MOTO_SECRET.into(),
         };
         m.spawn()?;
         Ok(m)
@@ -296,8 +324,8 @@ impl Moto {
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("AWS_ENDPOINT", self.endpoint()),
-            ("AWS_ACCESS_KEY_ID", MOTO_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY", MOTO_SECRET.into()),
+            ("AWS_ACCESS_KEY_ID", self.key.clone()),
+            ("AWS_SECRET_ACCESS_KEY", self.secret.clone()),
             ("AWS_REGION", MOTO_REGION.into()),
             ("AWS_ALLOW_HTTP", "true".into()),
         ]
@@ -305,10 +333,22 @@ impl Moto {
 
     /// An S3 store for `bucket` on this server (the bucket need not exist).
     pub fn store(&self, bucket: &str) -> io::Result<AmazonS3> {
+        self.store_with_credentials(bucket, &self.key, &self.secret)
+    }
+
+    /// An S3 store for `bucket` on this server that signs its requests
+    /// with `key` and `secret` (wrong ones, say, after
+    /// [`require_auth`](Self::require_auth)).
+    pub fn store_with_credentials(
+        &self,
+        bucket: &str,
+        key: &str,
+        secret: &str,
+    ) -> io::Result<AmazonS3> {
         AmazonS3Builder::new()
             .with_endpoint(self.endpoint())
-            .with_access_key_id(MOTO_KEY)
-            .with_secret_access_key(MOTO_SECRET)
+            .with_access_key_id(key)
+            .with_secret_access_key(secret)
             .with_region(MOTO_REGION)
             .with_allow_http(true)
             .with_bucket_name(bucket)
@@ -316,25 +356,129 @@ impl Moto {
             .map_err(io::Error::other)
     }
 
-    /// Creates `bucket` (moto's REST API: a `PUT` of the bucket's path).
-    pub fn create_bucket(&self, bucket: &str) -> io::Result<()> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+    /// One HTTP/1.1 request to the server, unsigned (moto takes unsigned
+    /// requests until [`require_auth`](Self::require_auth)); returns the
+    /// status line and the body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> io::Result<(String, String)> {
         use std::io::{Read, Write};
-        write!(
-            s,
-            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port
-        )?;
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(STARTUP))?;
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.port,
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        s.write_all(head.as_bytes())?;
+        s.write_all(body)?;
         let mut answer = String::new();
         s.read_to_string(&mut answer)?;
-        if answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200") {
+        let status = answer.lines().next().unwrap_or("no answer").to_owned();
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_owned();
+        Ok((status, body))
+    }
+
+    /// Creates `bucket` (moto's REST API: a `PUT` of the bucket's path,
+    /// unsigned, so before [`require_auth`](Self::require_auth)).
+    pub fn create_bucket(&self, bucket: &str) -> io::Result<()> {
+        let (status, _) = self.request("PUT", &format!("/{bucket}"), &[], b"")?;
+        if status.starts_with("HTTP/1.1 200") || status.starts_with("HTTP/1.0 200") {
             Ok(())
         } else {
             Err(io::Error::other(format!(
-                "moto: creating bucket {bucket}: {}",
-                answer.lines().next().unwrap_or("no answer")
+                "moto: creating bucket {bucket}: {status}"
             )))
         }
+    }
+
+    /// An IAM query-API call (unsigned: routed to IAM by the credential
+    /// scope of a dummy `Authorization` header), returning the body.
+    fn iam(&self, params: &[(&str, &str)]) -> io::Result<String> {
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair("Version", "2010-05-08");
+        for (k, v) in params {
+            form.append_pair(k, v);
+        }
+        let body = form.finish();
+        let (status, answer) = self.request(
+            "POST",
+            "/",
+            &[
+                (
+                    "Authorization",
+                    "AWS4-HMAC-SHA256 Credential=setup/20260101/us-east-1/iam/aws4_request, \
+                     SignedHeaders=host, Signature=0",
+                ),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            body.as_bytes(),
+        )?;
+        if status.contains(" 200 ") {
+            Ok(answer)
+        } else {
+            Err(io::Error::other(format!(
+                "moto: IAM {params:?}: {status}: {answer}"
+            )))
+        }
+    }
+
+    /// Makes the server check every request's credentials and signature
+    /// from now on, as S3 does (moto accepts any by default): creates an
+    /// IAM user allowed every S3 action, with an access key, which this
+    /// handle's [`store`](Self::store), [`env`](Self::env) and
+    /// [`put`](Self::put) then use, and turns moto's authentication on
+    /// (`POST /moto-api/reset-auth` with 0 requests left unchecked).
+    /// Returns the key and secret. A [`restart`](Self::restart) turns it
+    /// off again.
+    pub fn require_auth(&mut self) -> io::Result<(String, String)> {
+        let user = "pagestream";
+        self.iam(&[("Action", "CreateUser"), ("UserName", user)])?;
+        let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*","Resource":"*"}]}"#;
+        self.iam(&[
+            ("Action", "PutUserPolicy"),
+            ("UserName", user),
+            ("PolicyName", "s3"),
+            ("PolicyDocument", policy),
+        ])?;
+        let answer = self.iam(&[("Action", "CreateAccessKey"), ("UserName", user)])?;
+        let field = |name: &str| {
+            let open = format!("<{name}>");
+            let close = format!("</{name}>");
+            answer
+                .split_once(&open)
+                .and_then(|(_, rest)| rest.split_once(&close))
+                .map(|(v, _)| v.to_owned())
+                .ok_or_else(|| {
+                    io::Error::other(format!("moto: CreateAccessKey: no {name} in {answer}"))
+                })
+        };
+        let (key, secret) = (field("AccessKeyId")?, field("SecretAccessKey")?);
+        let (status, answer) = self.request(
+            "POST",
+            "/moto-api/reset-auth",
+            &[("Content-Type", "text/plain")],
+            b"0",
+        )?;
+        if !status.contains(" 200 ") {
+            return Err(io::Error::other(format!(
+                "moto: turning authentication on: {status}: {answer}"
+            )));
+        }
+        self.key.clone_from(&key);
+        self.secret.clone_from(&secret);
+        Ok((key, secret))
     }
 
     /// Uploads `bytes` as `key` in `bucket` (multipart for large objects).
@@ -354,9 +498,12 @@ impl Moto {
         }
     }
 
-    /// Starts it again on the same port, empty, after [`kill`](Self::kill).
+    /// Starts it again on the same port, empty and accepting any
+    /// credentials, after [`kill`](Self::kill).
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill();
+        self.key = MOTO_KEY.into();
+        self.secret = MOTO_SECRET.into();
         self.spawn()
     }
 }
