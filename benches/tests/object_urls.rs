@@ -257,19 +257,30 @@ fn a_url_nothing_answers_at_fails_naming_it_without_hanging() {
 
 /// A directory holding `t.dat`, a stamped file of [`NBLOCKS`] blocks;
 /// removed when dropped.
+/// A directory holding `served/t.dat` (for nginx) and the same bytes in
+/// `local.dat` (for the local runs): a file nginx has just sent may keep
+/// pages in the page cache for a while, so a local cold run of the served
+/// file itself could not evict it.
 struct Served(PathBuf);
 
 impl Served {
     fn new(tag: &str) -> Served {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("object-urls-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        write_stamped(&dir.join("t.dat"), 0x000b_1ec7, NBLOCKS, 8192);
+        std::fs::create_dir_all(dir.join("served")).unwrap();
+        write_stamped(&dir.join("local.dat"), 0x000b_1ec7, NBLOCKS, 8192);
+        std::fs::copy(dir.join("local.dat"), dir.join("served/t.dat")).unwrap();
         Served(dir)
     }
 
+    /// The directory to serve.
+    fn root(&self) -> PathBuf {
+        self.0.join("served")
+    }
+
+    /// The local copy.
     fn file(&self) -> String {
-        self.0.join("t.dat").to_str().unwrap().to_owned()
+        self.0.join("local.dat").to_str().unwrap().to_owned()
     }
 }
 
@@ -323,7 +334,7 @@ fn assert_seqscan(url: &str, checksum: &str, env: &[(&str, String)]) {
 #[test]
 fn every_program_reads_an_object_over_http_as_it_reads_the_file() {
     let served = Served::new("http");
-    let Some(nginx) = require("nginx", Nginx::start(&served.0)) else {
+    let Some(nginx) = require("nginx", Nginx::start(&served.root())) else {
         return;
     };
     let url = nginx.url("t.dat");

@@ -326,7 +326,7 @@ impl BlockCount {
 /// let h = EngineHints::new().with_advice(true).with_cached_reads(CachedReads::InFlight(4));
 /// assert!(h.advice && !h.help);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EngineHints {
     /// Read-ahead advice ([`IoEngine::advise`]) helps: true only for engines
@@ -349,10 +349,25 @@ pub struct EngineHints {
     /// did not set [`max_ios`](crate::StreamBuilder::max_ios) keeps up to
     /// this many (at most [`MAX_IOS`](crate::MAX_IOS)). `None`: 16.
     pub reads_in_flight: Option<usize>,
+    /// Whether a failed read of several blocks is retried block by block
+    /// (the default: a local device fails a combined read for one bad
+    /// block, and the others still read), or its error is handed out for
+    /// every block it covered (`false`: a request that fails as a whole,
+    /// after the engine's own retries, where a retry per block would cost
+    /// a round trip each, such as a range GET).
+    pub retry_blocks: bool,
+}
+
+impl Default for EngineHints {
+    /// [`EngineHints::new`].
+    fn default() -> Self {
+        EngineHints::new()
+    }
 }
 
 impl EngineHints {
-    /// The default: no advice, [`CachedReads::One`], no help.
+    /// The default: no advice, [`CachedReads::One`], no help, the stream's
+    /// read size and reads in flight, failed reads retried block by block.
     pub const fn new() -> Self {
         EngineHints {
             advice: false,
@@ -360,7 +375,15 @@ impl EngineHints {
             help: false,
             read_bytes: None,
             reads_in_flight: None,
+            retry_blocks: true,
         }
+    }
+
+    /// Sets [`retry_blocks`](Self::retry_blocks).
+    #[must_use]
+    pub const fn with_retry_blocks(mut self, on: bool) -> Self {
+        self.retry_blocks = on;
+        self
     }
 
     /// Sets [`read_bytes`](Self::read_bytes).

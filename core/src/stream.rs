@@ -424,6 +424,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             fast_path: self.fast_path,
             full: self.full,
             cached_depth: hints.cached_reads.reads(),
+            retry_blocks: hints.retry_blocks,
             segment_blocks,
         };
         // This stream's claim on the pool: its whole pin budget (at most the

@@ -567,3 +567,53 @@ fn engine_hints_set_read_size_and_reads_in_flight_only_when_the_caller_does_not(
         .unwrap_err();
     assert!(e.to_string().contains("io_combine_limit"), "{e}");
 }
+
+/// Scans 64 blocks in reads of 16 through `engine`, failing every read it
+/// is given; returns the reads the engine saw and the errors handed out.
+fn failing_scan(engine: &Holding) -> (usize, Vec<String>) {
+    let mem = MemEngine::new();
+    let file = mem.create_stamped(64, 512);
+    let pool = BufferPool::new(256, 512).unwrap();
+    let mut s = ReadStream::builder(&pool, engine.clone(), file)
+        .io_combine_limit(16)
+        .max_ios(4)
+        .full(true)
+        .build(source::forward(0..64))
+        .unwrap();
+    let w = noop_waker();
+    let mut cx = Context::from_waker(&w);
+    let (mut reads, mut errors) = (0, Vec::new());
+    loop {
+        match Pin::new(&mut s).poll_next(&mut cx) {
+            Poll::Ready(Some(Ok(p))) => panic!("block {} read from a failing engine", p.block()),
+            Poll::Ready(Some(Err(e))) => errors.push(e.to_string()),
+            Poll::Ready(None) => break,
+            Poll::Pending => {
+                for r in engine.take() {
+                    reads += 1;
+                    let gone = r.complete(Err(io::Error::other("GET bytes: 503 Slow Down")));
+                    assert!(gone.is_none());
+                }
+            }
+        }
+    }
+    (reads, errors)
+}
+
+#[test]
+fn a_failed_read_is_retried_block_by_block_unless_the_engine_says_not_to() {
+    // The default: each block of a failed 16-block read is read again on
+    // its own, and each of those fails too.
+    let (reads, errors) = failing_scan(&Holding::default());
+    assert_eq!(errors.len(), 64);
+    assert_eq!(reads, 4 + 64, "{errors:?}");
+    // An engine whose reads fail as a whole: the read's error is every
+    // block's, each named by its own block, and nothing is read again.
+    let whole = Holding::with_hints(EngineHints::new().with_retry_blocks(false));
+    let (reads, errors) = failing_scan(&whole);
+    assert_eq!(reads, 4, "{errors:?}");
+    assert_eq!(errors.len(), 64);
+    for (b, e) in errors.iter().enumerate() {
+        assert_eq!(e, &format!("reading block {b}: GET bytes: 503 Slow Down"));
+    }
+}

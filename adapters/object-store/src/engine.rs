@@ -14,7 +14,7 @@ use pagestream::{EngineCounters, EngineHints, IoEngine, ReadRequest};
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
@@ -75,6 +75,10 @@ struct Inner {
     /// one server shares its connection pool.
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     counters: Counters,
+    /// Reads whose task is running.
+    running: AtomicUsize,
+    /// Reads with a second GET out.
+    hedges_in_flight: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -85,6 +89,7 @@ struct Counters {
     hedge_won: AtomicU64,
     aborted: AtomicU64,
     failed: AtomicU64,
+    broken_bodies: AtomicU64,
     first_byte_ns: AtomicU64,
     first_byte_max_ns: AtomicU64,
     answered: AtomicU64,
@@ -112,6 +117,9 @@ pub struct ObjectStoreStats {
     pub aborted: u64,
     /// Reads that failed after object_store's retries.
     pub failed: u64,
+    /// Bodies that broke off after some bytes (after object_store's own
+    /// retries): the rest was asked for again.
+    pub broken_bodies: u64,
     /// GETs that answered (response headers received).
     pub answered: u64,
     /// Their mean time to the response, in nanoseconds.
@@ -242,6 +250,8 @@ impl ObjectStoreEngineBuilder {
                 client: self.client,
                 stores: Mutex::new(HashMap::new()),
                 counters: Counters::default(),
+                running: AtomicUsize::new(0),
+                hedges_in_flight: AtomicUsize::new(0),
             }),
         })
     }
@@ -263,7 +273,10 @@ impl ObjectStoreEngine {
     }
 
     /// Opens the object at `location` in `store`: its length and version
-    /// from `head`. `name` is what messages call it (its URL, say).
+    /// from `head`. `name` names the store and the object in messages and
+    /// in the pool: use its URL. Objects opened with the same name,
+    /// location and version are one file to the pool (their streams share
+    /// pages), so two stores must not be given the same name.
     ///
     /// # Errors
     ///
@@ -290,13 +303,16 @@ impl ObjectStoreEngine {
         // it may transform) matches nothing, so a GET asking for one would
         // always fail. Such an object must instead be unmodified since its
         // modification time (to the second, over HTTP).
+        // Without an ETag, the store's version id where it has one, and the
+        // modification time in any case.
         let conditions = match meta.e_tag {
-            Some(e) if e.starts_with("W/") => GetOptions {
-                if_unmodified_since: Some(meta.last_modified),
+            Some(e) if !e.starts_with("W/") => GetOptions {
+                if_match: Some(e),
                 ..GetOptions::default()
             },
-            e_tag => GetOptions {
-                if_match: e_tag,
+            _ => GetOptions {
+                if_unmodified_since: Some(meta.last_modified),
+                version: meta.version.clone(),
                 ..GetOptions::default()
             },
         };
@@ -343,6 +359,7 @@ impl ObjectStoreEngine {
             hedge_won: get(&c.hedge_won),
             aborted: get(&c.aborted),
             failed: get(&c.failed),
+            broken_bodies: get(&c.broken_bodies),
             answered,
             first_byte_mean_ns: get(&c.first_byte_ns).checked_div(answered).unwrap_or(0),
             first_byte_max_ns: get(&c.first_byte_max_ns),
@@ -364,6 +381,7 @@ impl ObjectStoreEngine {
             ("hedge_won", s.hedge_won),
             ("aborted", s.aborted),
             ("failed", s.failed),
+            ("broken_bodies", s.broken_bodies),
         ])
     }
 }
@@ -380,9 +398,12 @@ impl IoEngine for ObjectStoreEngine {
     }
 
     fn hints(&self, _file: &ObjectFile) -> EngineHints {
+        // A GET fails as a whole, after object_store's retries: its error
+        // is every page's, not a reason for a GET per page.
         EngineHints::new()
             .with_read_bytes(self.inner.read_bytes)
             .with_reads_in_flight(self.inner.reads_in_flight)
+            .with_retry_blocks(false)
     }
 
     fn name(&self) -> &'static str {
@@ -392,6 +413,8 @@ impl IoEngine for ObjectStoreEngine {
 
 /// Reads `req` to its end, or until no stream wants it.
 async fn read(inner: Arc<Inner>, file: Arc<FileInner>, mut req: ReadRequest) {
+    inner.running.fetch_add(1, Ordering::Relaxed);
+    let _in_flight = InFlight(Arc::clone(&inner));
     let abandoned = req.abandoned();
     tokio::pin!(abandoned);
     loop {
@@ -407,7 +430,12 @@ async fn read(inner: Arc<Inner>, file: Arc<FileInner>, mut req: ReadRequest) {
             bump(&inner.counters.failed, 1);
         }
         match req.complete(result) {
-            Some(rest) => req = rest,
+            Some(rest) => {
+                // Pages the finished part published may be held or dropped
+                // by anyone at any time; only the rest's pins count.
+                abandoned.set(rest.abandoned());
+                req = rest;
+            }
             None => return,
         }
     }
@@ -446,6 +474,15 @@ async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Re
     // The first GET has not answered: send it again, and keep whichever
     // copy finishes first. Both collect their bodies apart from the frames
     // (only one may fill them), and the loser is dropped, which cancels it.
+    // At most one read in `HEDGE_BUDGET` is hedged at a time, so a store
+    // that slows down as a whole is not sent every GET twice.
+    let Some(_hedge) = HedgeSlot::take(inner) else {
+        let res = primary
+            .await
+            .map_err(|e| store_error(&file.name, Some(&range), e))?;
+        inner.answered(sent.elapsed());
+        return stream_into(inner, file, &range, res, req).await;
+    };
     bump(&inner.counters.hedged, 1);
     let hedge = get(inner, file, range.clone());
     let first = collect(inner, file, &range, primary, sent);
@@ -465,12 +502,58 @@ async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Re
     if won {
         bump(&inner.counters.hedge_won, 1);
     }
+    let want = (range.end - range.start) as usize;
     let mut at = 0;
     for chunk in &body {
-        at += req.copy_at(at, chunk);
+        at += req.copy_at(at, &chunk[..chunk.len().min(want - at)]);
     }
     bump(&inner.counters.bytes, at as u64);
     check_complete(file, &range, at)
+}
+
+/// Reads in flight per hedge in flight, at most.
+const HEDGE_BUDGET: usize = 10;
+
+/// A hedge in flight, counted in [`Inner::hedges_in_flight`] until dropped.
+struct HedgeSlot<'a>(&'a Inner);
+
+impl<'a> HedgeSlot<'a> {
+    /// A slot, if fewer than one read in [`HEDGE_BUDGET`] (and at least
+    /// one read) is hedged now.
+    fn take(inner: &'a Inner) -> Option<HedgeSlot<'a>> {
+        let reads = inner.running.load(Ordering::Relaxed);
+        let cap = (reads / HEDGE_BUDGET).max(1);
+        let mut cur = inner.hedges_in_flight.load(Ordering::Relaxed);
+        loop {
+            if cur >= cap {
+                return None;
+            }
+            match inner.hedges_in_flight.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(HedgeSlot(inner)),
+                Err(c) => cur = c,
+            }
+        }
+    }
+}
+
+impl Drop for HedgeSlot<'_> {
+    fn drop(&mut self) {
+        self.0.hedges_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A read in flight, counted in [`Inner::running`] until dropped.
+struct InFlight(Arc<Inner>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Inner {
@@ -508,21 +591,23 @@ async fn stream_into(
     req: &mut ReadRequest,
 ) -> io::Result<usize> {
     check_range(file, range, &res)?;
+    let want = (range.end - range.start) as usize;
     let mut body = res.into_stream();
     let mut at = 0;
     while let Some(chunk) = body.next().await {
         match chunk {
             Ok(bytes) => {
-                let n = req.copy_at(at, &bytes);
+                let n = req.copy_at(at, &bytes[..bytes.len().min(want - at)]);
                 at += n;
                 bump(&inner.counters.bytes, n as u64);
-                if n < bytes.len() {
-                    break; // more than asked for: the request is full
+                if at == want {
+                    break;
                 }
             }
-            // The bytes so far are kept; the rest is the remainder's.
-            Err(e) if at > 0 => {
-                let _ = e;
+            // The bytes so far are kept; the rest is the remainder's, asked
+            // for again (object_store has already retried the body).
+            Err(_) if at > 0 => {
+                bump(&inner.counters.broken_bodies, 1);
                 return Ok(at);
             }
             Err(e) => return Err(store_error(&file.name, Some(range), e)),
@@ -559,7 +644,7 @@ fn check_range(file: &FileInner, range: &std::ops::Range<u64>, res: &GetResult) 
     if res.meta.size < file.len {
         return Err(short_object(file, range, res.meta.size));
     }
-    if res.range.start != range.start {
+    if res.range != *range {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(

@@ -45,7 +45,7 @@ impl ObjectFile {
         conditions: GetOptions,
         version: &str,
     ) -> Self {
-        let id = FileId::keyed(&format!("{name}#{version}"));
+        let id = FileId::keyed(&format!("{name}#{location}#{version}"));
         ObjectFile {
             inner: Arc::new(FileInner {
                 store,

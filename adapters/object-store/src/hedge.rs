@@ -27,8 +27,8 @@ use std::time::Duration;
 #[non_exhaustive]
 pub struct Hedging {
     /// The observed latency that sets the threshold, as a fraction
-    /// (`0.95`: the 95th percentile). Above 1.0 (see [`Hedging::off`]):
-    /// never hedge.
+    /// (`0.95`: the 95th percentile). Outside `(0, 1]` (see
+    /// [`Hedging::off`]), or NaN: never hedge.
     pub percentile: f64,
     /// The threshold's lower bound: a GET is never hedged sooner.
     pub floor: Duration,
@@ -65,7 +65,7 @@ impl Hedging {
 
     /// Whether this never hedges.
     pub fn is_off(&self) -> bool {
-        self.percentile.partial_cmp(&1.0).is_none_or(|o| o.is_gt())
+        !(self.percentile > 0.0 && self.percentile <= 1.0)
     }
 
     /// Sets [`percentile`](Self::percentile).
@@ -181,6 +181,11 @@ mod tests {
         }
         assert_eq!(l.threshold(), Some(ms(50)), "never below the floor");
         assert_eq!(Latencies::new(Hedging::off()).threshold(), None);
+        for p in [0.0, -0.5, 1.5, f64::NAN] {
+            let h = Hedging::default().with_percentile(p);
+            assert!(h.is_off(), "{p}");
+            assert_eq!(Latencies::new(h).threshold(), None, "{p}");
+        }
     }
 
     #[test]

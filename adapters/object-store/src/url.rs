@@ -17,11 +17,12 @@ use url::Url;
 /// assert!(is_object_url("http://127.0.0.1:8080/table.dat"));
 /// assert!(!is_object_url("/var/lib/postgresql/base/5/16384"));
 /// assert!(!is_object_url("table.dat"));
+/// assert!(!is_object_url("donnée.dat"));
 /// ```
 pub fn is_object_url(s: &str) -> bool {
     ["s3://", "http://", "https://"]
         .iter()
-        .any(|p| s.len() > p.len() && s[..p.len()].eq_ignore_ascii_case(p))
+        .any(|p| s.len() > p.len() && s.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes()))
 }
 
 /// The parts of an object URL: the store it names (`scheme://authority`),
@@ -51,6 +52,11 @@ pub(crate) fn parse(s: &str) -> io::Result<Parsed> {
         Some(p) => format!("{host}:{p}"),
         None => host.to_owned(),
     };
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad(
+            "a query string or fragment is not part of an object's name: remove it".into(),
+        ));
+    }
     let location =
         ObjectPath::from_url_path(url.path()).map_err(|e| bad(format!("bad object path: {e}")))?;
     if location.as_ref().is_empty() {

@@ -33,6 +33,11 @@ use pagestream::ReadRequest;
 use std::fmt;
 use std::io;
 
+/// Most bytes a misaligned O_DIRECT read bounces through a buffer of its
+/// own (reads may be up to `MAX_IO_COMBINE_LIMIT` blocks; such a remainder
+/// is rare and need not allocate all of it).
+const MAX_BOUNCE: usize = 1 << 20;
+
 /// Largest single read submitted (aligned for any O_DIRECT alignment up to
 /// 1 GiB); a longer request simply comes back short and its remainder is
 /// read next.
@@ -103,7 +108,10 @@ impl ReadOp {
             kind,
         };
         if align > 1 && (offset % align as u64 != 0 || len % align != 0) {
-            // Misaligned O_DIRECT read: read the enclosing aligned range.
+            // Misaligned O_DIRECT read: read the enclosing aligned range, at
+            // most `MAX_BOUNCE` of it (the rest is the short read's
+            // remainder).
+            let len = len.min(MAX_BOUNCE);
             let head = (offset % align as u64) as usize;
             let span = (head + len).div_ceil(align) * align;
             let mem_align = FRAME_ALIGN.max(align);

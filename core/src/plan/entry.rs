@@ -21,6 +21,11 @@ pub(crate) enum Slot {
     /// Pinned; this stream's combined read covering it failed or was
     /// cancelled: re-read alone when it reaches the head.
     Retry,
+    /// Pinned; this stream's read covering it failed as a whole (see
+    /// [`crate::EngineHints::retry_blocks`]): handed out as this error when
+    /// it reaches the head, unless the read had filled its frame before it
+    /// failed.
+    Lost(io::Error),
     /// To be handed out as an error.
     Failed(io::Error),
 }

@@ -121,6 +121,10 @@ pub(crate) struct PlanConfig {
     /// Blocks per segment of a file stored in pieces (no read crosses a
     /// multiple of it); 0: one piece.
     pub(crate) segment_blocks: u64,
+    /// A failed read of several blocks is retried block by block (the
+    /// engine's [`crate::EngineHints::retry_blocks`]); else its error is
+    /// every block's.
+    pub(crate) retry_blocks: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -649,6 +653,19 @@ impl<D> Planner<D> {
                         return Head::Exhausted;
                     }
                 }
+                Slot::Lost(_) => match env.frame_status(head.frame) {
+                    // Filled before the read failed.
+                    Status::Valid => self.queue[0].slot = Slot::Ready,
+                    // Another stream is reading it again.
+                    Status::Io => return Head::WaitFrame(head.frame),
+                    Status::Empty => {
+                        let head = &mut self.queue[0].slot;
+                        if let Slot::Lost(err) = std::mem::replace(head, Slot::Ready) {
+                            *head = Slot::Failed(err);
+                        }
+                        return Head::Ready;
+                    }
+                },
                 Slot::Busy | Slot::Retry => {
                     let f = head.frame;
                     let retry = matches!(head.slot, Slot::Retry);
@@ -827,6 +844,12 @@ impl<D> Planner<D> {
             Err(err) if info.n == 1 => {
                 self.queue[base].slot = Slot::Failed(err);
             }
+            Err(err) if !self.cfg.retry_blocks => {
+                for e in self.queue.range_mut(base..base + info.n) {
+                    e.slot = Slot::Lost(error_for_block(&err, e.block));
+                    e.read_head = false;
+                }
+            }
             Err(_) => {
                 for e in self.queue.range_mut(base..base + info.n) {
                     e.slot = Slot::Retry;
@@ -880,5 +903,20 @@ impl<D> Planner<D> {
         queue.clear();
         // Keep the queue's allocation (nothing was queued meanwhile).
         self.queue = queue;
+    }
+}
+
+/// `err`, the error of a read that covered `block`, as that block's: the
+/// engine's words under the block's number.
+fn error_for_block(err: &io::Error, block: BlockNumber) -> io::Error {
+    let read = err.get_ref().and_then(|e| e.downcast_ref::<ReadError>());
+    match read {
+        Some(ReadError::Io { source, .. }) => ReadError::Io {
+            block,
+            source: io::Error::new(source.kind(), source.to_string()),
+        }
+        .into(),
+        Some(ReadError::Cancelled { .. }) => ReadError::Cancelled { block }.into(),
+        _ => io::Error::new(err.kind(), err.to_string()),
     }
 }

@@ -261,6 +261,7 @@ fn cfg(max_ios: usize, combine: usize, backward: bool, full: bool) -> PlanConfig
         fast_path: true,
         full,
         segment_blocks: 0,
+        retry_blocks: true,
     }
 }
 

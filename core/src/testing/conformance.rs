@@ -752,12 +752,16 @@ pub async fn pool_exhausted<H: Harness>(h: &H) {
 
 /// EIO on one block inside combined reads: only that block errs (the
 /// combined read is retried block by block), every other page is right, and
-/// the failed block is not left valid in the pool.
+/// the failed block is not left valid in the pool. An engine whose reads
+/// fail as a whole ([`EngineHints::retry_blocks`](crate::EngineHints) off)
+/// hands the error out for every block of the failed read instead, each
+/// named by its own block, and nothing else.
 pub async fn eio_in_the_middle<H: Harness>(h: &H) {
     let n = 100;
     let bad = 37;
     let (file, seed) = h.stamped_file(n, BS);
     let id = file.id();
+    let whole = !h.engine().hints(&file).retry_blocks;
     let pool = BufferPool::new(128, BS).expect("pool");
     let engine = Faulty::new(h.engine()).fail_block(bad);
     let mut s = ReadStream::builder(&pool, engine.clone(), file)
@@ -766,7 +770,7 @@ pub async fn eio_in_the_middle<H: Harness>(h: &H) {
         .full(true)
         .build(source::forward(0..n))
         .expect("build");
-    let mut errors = 0;
+    let mut failed = Vec::new();
     let mut b = 0;
     while let Some(item) = s.next().await {
         match item {
@@ -778,23 +782,49 @@ pub async fn eio_in_the_middle<H: Harness>(h: &H) {
                 );
             }
             Err(e) => {
-                assert_eq!(b, bad, "eio: error at the wrong place: {e}");
+                assert!(whole || b == bad, "eio: error at the wrong place: {e}");
                 assert!(
-                    matches!(ReadError::from_io(&e), Some(ReadError::Io { block, .. }) if *block == bad),
-                    "eio: error must name block {bad}: {e}"
+                    matches!(ReadError::from_io(&e), Some(ReadError::Io { block, .. }) if *block == b),
+                    "eio: error must name block {b}: {e}"
                 );
                 assert_eq!(e.raw_os_error(), None, "typed error wraps the source");
-                errors += 1;
+                failed.push(b);
             }
         }
         b += 1;
     }
-    assert_eq!((b, errors), (n, 1), "eio: every block once, one error");
+    assert_eq!(b, n, "eio: every block once");
+    assert_failed_run(&failed, bad, whole, "eio");
     let st = s.close().await;
-    assert!(st.retries > 0, "eio: combined read was not retried: {st}");
-    assert!(!pool.contains(id, bad), "eio: failed block left valid");
-    assert!(engine.injected_eio() >= 2, "eio: fault not exercised");
+    if !whole {
+        assert!(st.retries > 0, "eio: combined read was not retried: {st}");
+        assert!(engine.injected_eio() >= 2, "eio: fault not exercised");
+    }
+    for &f in &failed {
+        assert!(!pool.contains(id, f), "eio: failed block {f} left valid");
+    }
     assert_no_pins(&pool, "eio_in_the_middle");
+}
+
+/// The blocks that failed when one read covering `bad` failed: `bad`
+/// alone, or (`whole`) one run of consecutive blocks holding it, at most a
+/// read long.
+fn assert_failed_run(failed: &[BlockNumber], bad: BlockNumber, whole: bool, what: &str) {
+    if !whole {
+        assert_eq!(failed, [bad], "{what}: one error, at block {bad}");
+        return;
+    }
+    let mut sorted = failed.to_vec();
+    sorted.sort_unstable();
+    let (lo, hi) = (sorted[0], sorted[sorted.len() - 1]);
+    assert!(
+        lo <= bad && bad <= hi && hi - lo + 1 == sorted.len() as u64,
+        "{what}: the failed read's blocks must fail, and no others: {failed:?}"
+    );
+    assert!(
+        sorted.len() <= crate::MAX_IO_COMBINE_LIMIT,
+        "{what}: more blocks failed than one read holds: {failed:?}"
+    );
 }
 
 /// EIO inside a descending run: same as forward.
@@ -802,6 +832,7 @@ pub async fn eio_in_backward_run<H: Harness>(h: &H) {
     let n = 64;
     let bad = 20;
     let (file, seed) = h.stamped_file(n, BS);
+    let whole = !h.engine().hints(&file).retry_blocks;
     let pool = BufferPool::new(128, BS).expect("pool");
     let engine = Faulty::new(h.engine()).fail_block(bad);
     let mut s = ReadStream::builder(&pool, engine, file)
@@ -820,18 +851,21 @@ pub async fn eio_in_backward_run<H: Harness>(h: &H) {
     }
     let want: Vec<_> = (0..n).rev().collect();
     assert_eq!(got.len(), want.len(), "eio_in_backward_run: count");
+    let mut failed = Vec::new();
     for (g, w) in got.iter().zip(&want) {
         match g {
             Ok(b) => assert_eq!(b, w),
             Err(msg) => {
-                assert_eq!(*w, bad, "eio_in_backward_run: error in the wrong place");
                 assert!(
-                    msg.as_deref().is_some_and(|m| m.contains("block 20")),
-                    "{msg:?}"
+                    msg.as_deref()
+                        .is_some_and(|m| m.starts_with(&format!("reading block {w}:"))),
+                    "eio_in_backward_run: the error must name block {w}: {msg:?}"
                 );
+                failed.push(*w);
             }
         }
     }
+    assert_failed_run(&failed, bad, whole, "eio_in_backward_run");
     s.close().await;
     assert_no_pins(&pool, "eio_in_backward_run");
 }

@@ -47,6 +47,11 @@ fn wait_ready(child: &mut Child, port: u16, what: &str, log: &Path) -> io::Resul
 /// Kills a child started in a process group of its own, and everything in
 /// that group (nginx's workers, moto's threads), and reaps it.
 fn kill_group(child: &mut Child) {
+    // A leader already reaped no longer holds its group id, which may now
+    // be another group's.
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
     let pgid = child.id() as libc::pid_t;
     // SAFETY: kill(2) with a negative pid signals the process group `pgid`,
     // which `spawn` created with this child as its leader (`process_group(0)`);

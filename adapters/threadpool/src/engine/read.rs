@@ -45,6 +45,10 @@ pub(super) fn read_once(
     sys::preadv2(file.fd(), &mut bufs, offset, flags)
 }
 
+/// Most bytes one bounced read covers (reads may be up to
+/// `MAX_IO_COMBINE_LIMIT` blocks; a bounce need not allocate all of it).
+const MAX_BOUNCE: usize = 1 << 20;
+
 /// An O_DIRECT read whose remainder starts inside a block: reads the
 /// enclosing aligned range into an aligned bounce buffer and copies the
 /// requested bytes out.
@@ -56,7 +60,8 @@ pub(super) fn read_bounced(
     let a = file.align;
     let m = file.mem_align.max(a);
     let offset = req.offset();
-    let len = req.len_bytes();
+    // At most `MAX_BOUNCE` (the rest is the short read's remainder).
+    let len = req.len_bytes().min(MAX_BOUNCE);
     let head = (offset % a as u64) as usize;
     let start = offset - head as u64;
     let span = (head + len).div_ceil(a) * a;
