@@ -356,6 +356,18 @@ pub struct EngineHints {
     /// after the engine's own retries, where a retry per block would cost
     /// a round trip each, such as a range GET).
     pub retry_blocks: bool,
+    /// Streams look ahead their full distance as soon as they need I/O:
+    /// every read a stream starts raises its distance to the pin budget
+    /// (`max_ios` reads of `io_combine_limit` blocks, as the pool allows),
+    /// so the first round trip already has `max_ios` reads in flight,
+    /// instead of PostgreSQL's ramp, which doubles the distance once per
+    /// read it waits for and takes about `log2(budget)` round trips to get
+    /// there — longer than a whole scan of a few hundred MiB when a round
+    /// trip costs tens of milliseconds (object storage). Hits still lower
+    /// the distance one by one, so a scan of cached pages takes the fast
+    /// path. For engines that cancel abandoned reads: a consumer that stops
+    /// early then costs little. Default `false`.
+    pub full_look_ahead: bool,
 }
 
 impl Default for EngineHints {
@@ -376,6 +388,7 @@ impl EngineHints {
             read_bytes: None,
             reads_in_flight: None,
             retry_blocks: true,
+            full_look_ahead: false,
         }
     }
 
@@ -383,6 +396,13 @@ impl EngineHints {
     #[must_use]
     pub const fn with_retry_blocks(mut self, on: bool) -> Self {
         self.retry_blocks = on;
+        self
+    }
+
+    /// Sets [`full_look_ahead`](Self::full_look_ahead).
+    #[must_use]
+    pub const fn with_full_look_ahead(mut self, on: bool) -> Self {
+        self.full_look_ahead = on;
         self
     }
 

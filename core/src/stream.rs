@@ -423,6 +423,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             backward_combining: self.backward_combining,
             fast_path: self.fast_path,
             full: self.full,
+            full_look_ahead: hints.full_look_ahead,
             cached_depth: hints.cached_reads.reads(),
             retry_blocks: hints.retry_blocks,
             segment_blocks,

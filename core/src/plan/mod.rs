@@ -114,6 +114,10 @@ pub(crate) struct PlanConfig {
     pub(crate) fast_path: bool,
     /// Start at distance `min(budget, combine)` (PostgreSQL's READ_STREAM_FULL).
     pub(crate) full: bool,
+    /// Every read this stream starts raises the distance to the cap at
+    /// once (the engine's [`crate::EngineHints::full_look_ahead`]), instead
+    /// of the doubling per read head.
+    pub(crate) full_look_ahead: bool,
     /// Full-sized reads to keep in flight while reads are served from the
     /// OS page cache (the engine's [`crate::EngineHints::cached_reads`];
     /// `Planner::new` clamps it to `1..=MAX_IOS`).
@@ -125,6 +129,17 @@ pub(crate) struct PlanConfig {
     /// engine's [`crate::EngineHints::retry_blocks`]); else its error is
     /// every block's.
     pub(crate) retry_blocks: bool,
+}
+
+impl PlanConfig {
+    /// The distance a stream starts at, and starts again at after a reset.
+    fn start_distance(&self) -> usize {
+        if self.full {
+            self.budget.min(self.combine)
+        } else {
+            1
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,11 +228,7 @@ impl<D> Planner<D> {
         // than `MAX_IOS` cannot be wanted (the distance is capped by the pin
         // budget anyway), and the distance target below must not overflow.
         cfg.cached_depth = cfg.cached_depth.clamp(1, crate::MAX_IOS);
-        let distance = if cfg.full {
-            cfg.budget.min(cfg.combine)
-        } else {
-            1
-        };
+        let distance = cfg.start_distance();
         Planner {
             ios: (0..cfg.max_ios).map(|_| None).collect(),
             free_ios: (0..cfg.max_ios as u32).rev().collect(),
@@ -371,84 +382,93 @@ impl<D> Planner<D> {
             self.distance = cap;
         }
         let eff_combine = self.eff_combine();
-        let mut stop = None;
+        let mut stop;
+        // Passes: a read started under full look-ahead raises the distance
+        // (see `issue`), and the look-ahead goes on at the new distance.
         loop {
-            if self.ios_in_progress >= self.cfg.max_ios {
-                stop = Some(Limit::MaxIos);
-                break;
-            }
-            // Every queued entry counts, errors included: a block past the
-            // end holds no pin, but a source naming nothing else must still
-            // be pulled only as far as the distance.
-            if self.queue.len() >= self.distance {
-                stop = Some(if self.distance >= self.cfg.budget {
-                    Limit::PinBudget
-                } else if self.distance >= cap {
-                    Limit::Frames
-                } else {
-                    Limit::Distance
-                });
-                break;
-            }
-            if self.pending_n >= eff_combine {
-                if !self.start_pending(env, eff_combine) {
+            let before = self.distance;
+            stop = None;
+            loop {
+                if self.ios_in_progress >= self.cfg.max_ios {
+                    stop = Some(Limit::MaxIos);
                     break;
                 }
-                continue;
-            }
-            let Some((b, d)) = self.pull(env) else {
-                break;
-            };
-            let valid = env.check_block(b);
-            if valid.is_ok() && self.extends(b) {
-                if self.pending_n == 1 {
-                    let last = self.queue.back().map_or(0, |e| e.block);
-                    self.dir = if b > last { Dir::Up } else { Dir::Down };
+                // Every queued entry counts, errors included: a block past the
+                // end holds no pin, but a source naming nothing else must still
+                // be pulled only as far as the distance.
+                if self.queue.len() >= self.distance {
+                    stop = Some(if self.distance >= self.cfg.budget {
+                        Limit::PinBudget
+                    } else if self.distance >= cap {
+                        Limit::Frames
+                    } else {
+                        Limit::Distance
+                    });
+                    break;
                 }
-                self.queue.push_back(Entry::pending(b, d));
-                self.pending_n += 1;
-                continue;
-            }
-            // `b` cannot join the pending read: start that first. Starting
-            // it runs the engine, so `b` waits in the stash, not on this
-            // stack: if the engine panics, the next look-ahead takes it.
-            let (b, d) = if self.pending_n > 0 {
-                self.stashed = Some((b, d));
-                while self.pending_n > 0 {
-                    if self.ios_in_progress >= self.cfg.max_ios
-                        || !self.start_pending(env, eff_combine)
-                    {
-                        stop = Some(if self.ios_in_progress >= self.cfg.max_ios {
-                            Limit::MaxIos
-                        } else {
-                            Limit::Frames
-                        });
+                if self.pending_n >= eff_combine {
+                    if !self.start_pending(env, eff_combine) {
                         break;
                     }
+                    continue;
                 }
-                if self.pending_n > 0 {
+                let Some((b, d)) = self.pull(env) else {
                     break;
-                }
-                self.stashed.take().expect("the block stashed above")
-            } else {
-                (b, d)
-            };
-            match valid {
-                Ok(()) => {
+                };
+                let valid = env.check_block(b);
+                if valid.is_ok() && self.extends(b) {
+                    if self.pending_n == 1 {
+                        let last = self.queue.back().map_or(0, |e| e.block);
+                        self.dir = if b > last { Dir::Up } else { Dir::Down };
+                    }
                     self.queue.push_back(Entry::pending(b, d));
-                    self.pending_n = 1;
-                    self.dir = Dir::One;
+                    self.pending_n += 1;
+                    continue;
                 }
-                Err(e) => self.queue.push_back(Entry::failed(b, d, e.into())),
+                // `b` cannot join the pending read: start that first. Starting
+                // it runs the engine, so `b` waits in the stash, not on this
+                // stack: if the engine panics, the next look-ahead takes it.
+                let (b, d) = if self.pending_n > 0 {
+                    self.stashed = Some((b, d));
+                    while self.pending_n > 0 {
+                        if self.ios_in_progress >= self.cfg.max_ios
+                            || !self.start_pending(env, eff_combine)
+                        {
+                            stop = Some(if self.ios_in_progress >= self.cfg.max_ios {
+                                Limit::MaxIos
+                            } else {
+                                Limit::Frames
+                            });
+                            break;
+                        }
+                    }
+                    if self.pending_n > 0 {
+                        break;
+                    }
+                    self.stashed.take().expect("the block stashed above")
+                } else {
+                    (b, d)
+                };
+                match valid {
+                    Ok(()) => {
+                        self.queue.push_back(Entry::pending(b, d));
+                        self.pending_n = 1;
+                        self.dir = Dir::One;
+                    }
+                    Err(e) => self.queue.push_back(Entry::failed(b, d, e.into())),
+                }
             }
-        }
-        if self.pending_n > 0
-            && self.ios_in_progress < self.cfg.max_ios
-            && (self.pending_n >= eff_combine
-                || (self.queue.len() >= self.distance && self.pinned == 0)
-                || self.exhausted)
-        {
-            self.start_pending(env, eff_combine);
+            if self.pending_n > 0
+                && self.ios_in_progress < self.cfg.max_ios
+                && (self.pending_n >= eff_combine
+                    || (self.queue.len() >= self.distance && self.pinned == 0)
+                    || self.exhausted)
+            {
+                self.start_pending(env, eff_combine);
+            }
+            if self.distance <= before {
+                break;
+            }
         }
         if let Some(l) = stop {
             if !self.exhausted {
@@ -578,6 +598,9 @@ impl<D> Planner<D> {
         };
         self.queue[run_start].read_head = true;
         self.issued_any = true;
+        if self.cfg.full_look_ahead {
+            self.distance = self.distance.max(self.cap());
+        }
         let popped = self.free_ios.pop();
         debug_assert_eq!(popped, Some(slot));
         self.ios[slot as usize] = Some(IoInfo {
@@ -892,11 +915,7 @@ impl<D> Planner<D> {
         self.exhausted = false;
         self.in_fast_path = false;
         self.seq_next = None;
-        self.distance = if self.cfg.full {
-            self.cfg.budget.min(self.cfg.combine)
-        } else {
-            1
-        };
+        self.distance = self.cfg.start_distance();
         // Last: the user's data.
         drop(stashed);
         drop(handing);

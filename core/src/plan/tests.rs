@@ -260,6 +260,7 @@ fn cfg(max_ios: usize, combine: usize, backward: bool, full: bool) -> PlanConfig
         backward_combining: backward,
         fast_path: true,
         full,
+        full_look_ahead: false,
         segment_blocks: 0,
         retry_blocks: true,
     }
@@ -416,11 +417,16 @@ proptest! {
         combine in 1usize..9,
         backward in any::<bool>(),
         full in any::<bool>(),
+        full_look_ahead in any::<bool>(),
         hold in 0usize..4,
         seed in any::<u64>(),
     ) {
         let nblocks = 64; // some blocks of `sequences` are past the end
-        let o = drive(&seq, nblocks, &cached, cfg(max_ios, combine, backward, full), hold, seed, 0);
+        let c = PlanConfig {
+            full_look_ahead,
+            ..cfg(max_ios, combine, backward, full)
+        };
+        let o = drive(&seq, nblocks, &cached, c, hold, seed, 0);
         prop_assert_eq!(&o.out, &oracle(&seq, nblocks));
         prop_assert!(o.sim.violations.is_empty(), "{:?}", o.sim.violations);
         prop_assert!(o.sim.max_in_flight <= max_ios.max(1));

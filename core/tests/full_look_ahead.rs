@@ -1,0 +1,154 @@
+//! `EngineHints::full_look_ahead`: a stream over an engine that asks for it
+//! has `max_ios` reads in flight from its first round trip (full-sized,
+//! or smaller ones on a small pool), instead of ramping up from one block;
+//! without it the first round trip is one block. A hot rescan still takes
+//! the fast path.
+//!
+//! Deterministic, no clocks: the engine holds every read
+//! (`Stall::every_read`); a round is one storage round trip.
+
+use futures::Stream;
+use pagestream::source::Forward;
+use pagestream::testing::{stamp, MemEngine, MemFile, Stall};
+use pagestream::{source, BufferPool, EngineHints, IoEngine, ReadRequest, ReadStream};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+const BS: usize = 8192;
+
+/// `Stall` whose hints ask for full look-ahead, or not.
+#[derive(Clone)]
+struct Far {
+    stall: Stall<MemEngine>,
+    full: bool,
+}
+
+impl IoEngine for Far {
+    type File = MemFile;
+    fn start_read(&self, file: &MemFile, req: ReadRequest) {
+        self.stall.start_read(file, req);
+    }
+    fn hints(&self, file: &MemFile) -> EngineHints {
+        self.stall.hints(file).with_full_look_ahead(self.full)
+    }
+    fn name(&self) -> &'static str {
+        "far"
+    }
+}
+
+#[derive(Default)]
+struct Woken(AtomicBool);
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs the stream in rounds (see `remote_small_pool.rs`), checking every
+/// page; returns the reads in flight at each round trip.
+fn rounds(
+    s: &mut ReadStream<Far, Forward>,
+    seed: u64,
+    n: u64,
+    stall: &Stall<MemEngine>,
+) -> Vec<usize> {
+    let woken = Arc::new(Woken::default());
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut cx = Context::from_waker(&waker);
+    let mut next = 0;
+    let mut in_flight = Vec::new();
+    loop {
+        woken.0.store(false, Ordering::Relaxed);
+        match Pin::new(&mut *s).poll_next(&mut cx) {
+            Poll::Ready(Some(p)) => {
+                let p = p.expect("page");
+                assert_eq!(p.block(), next);
+                assert!(stamp::check(seed, next, &p));
+                next += 1;
+            }
+            Poll::Ready(None) => {
+                assert_eq!(next, n, "ended early");
+                return in_flight;
+            }
+            Poll::Pending if woken.0.load(Ordering::Relaxed) => {}
+            Poll::Pending => {
+                assert!(stall.held() > 0, "waits with nothing in flight");
+                in_flight.push(s.reads_in_flight());
+                stall.release_all();
+            }
+        }
+    }
+}
+
+fn scan(full: bool, frames: usize) -> (Vec<usize>, pagestream::StreamStats) {
+    let mem = MemEngine::new();
+    let stall = Stall::every_read(mem.clone());
+    let n = 1000;
+    let file = mem.create_stamped(n, BS);
+    let seed = file.seed();
+    let pool = BufferPool::new(frames, BS).unwrap();
+    let engine = Far {
+        stall: stall.clone(),
+        full,
+    };
+    let mut s = ReadStream::builder(&pool, engine, file)
+        .max_ios(8)
+        .io_combine_limit(16)
+        .build(source::forward(0..n))
+        .unwrap();
+    let r = rounds(&mut s, seed, n, &stall);
+    (r, s.stats())
+}
+
+#[test]
+fn full_look_ahead_starts_with_max_ios_full_sized_reads() {
+    let (r, st) = scan(true, 1024);
+    // 8 reads from the first round trip (the first page, then 7 of 16
+    // blocks): about ⌈1000 / 128⌉ = 8 round trips.
+    assert_eq!(r[0], 8, "{r:?}");
+    assert!(r.len() <= 9, "{} round trips: {r:?}\n{st}", r.len());
+    assert_eq!(st.max_blocks_per_read, 16, "{st}");
+    // The ramp from one block takes round trips to reach that.
+    let (ramp, _) = scan(false, 1024);
+    assert_eq!(ramp[0], 1, "{ramp:?}");
+    assert!(ramp.len() > r.len(), "ramp {ramp:?}, full {r:?}");
+}
+
+#[test]
+fn full_look_ahead_on_a_small_pool_shrinks_reads_not_their_number() {
+    // 64 frames for 8 reads of 16 blocks: reads of 8 blocks, 8 of them.
+    let (r, st) = scan(true, 64);
+    assert_eq!(r[0], 8, "{r:?}");
+    assert_eq!(st.max_blocks_per_read, 8, "{st}");
+    assert!(st.max_in_flight >= 8, "{st}");
+}
+
+#[test]
+fn full_look_ahead_rescans_a_hot_file_on_the_fast_path() {
+    let mem = MemEngine::new();
+    let stall = Stall::every_read(mem.clone());
+    let n = 200;
+    let file = mem.create_stamped(n, BS);
+    let seed = file.seed();
+    let pool = BufferPool::new(256, BS).unwrap();
+    let engine = Far {
+        stall: stall.clone(),
+        full: true,
+    };
+    for pass in 0..2 {
+        let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+            .max_ios(8)
+            .io_combine_limit(16)
+            .build(source::forward(0..n))
+            .unwrap();
+        let r = rounds(&mut s, seed, n, &stall);
+        let st = s.stats();
+        if pass == 1 {
+            assert!(r.is_empty(), "a hot scan waited: {r:?}");
+            assert!(st.fast_path_pages >= n - 2, "{st}");
+        }
+    }
+}
