@@ -2,7 +2,7 @@
 //! read's frames.
 
 use crate::file::{FileInner, ObjectFile};
-use crate::hedge::{Hedging, Latencies};
+use crate::hedge::{Hedging, Latencies, Waiting};
 use crate::url::{build_store, parse};
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
@@ -68,6 +68,7 @@ struct Inner {
     handle: Handle,
     read_bytes: usize,
     reads_in_flight: usize,
+    full_look_ahead: bool,
     latencies: Latencies,
     retry: RetryConfig,
     client: ClientOptions,
@@ -147,6 +148,7 @@ pub struct ObjectStoreEngineBuilder {
     handle: Option<Handle>,
     read_bytes: usize,
     reads_in_flight: usize,
+    full_look_ahead: bool,
     hedging: Hedging,
     retry: RetryConfig,
     client: ClientOptions,
@@ -158,6 +160,7 @@ impl Default for ObjectStoreEngineBuilder {
             handle: None,
             read_bytes: DEFAULT_READ_BYTES,
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
+            full_look_ahead: true,
             hedging: Hedging::default(),
             retry: default_retry(),
             client: ClientOptions::new(),
@@ -203,6 +206,19 @@ impl ObjectStoreEngineBuilder {
         self
     }
 
+    /// Whether streams over this engine put all their GETs in flight as
+    /// soon as they need a page ([`EngineHints::full_look_ahead`]) rather
+    /// than ramping up from one page, PostgreSQL's rule, which doubles the
+    /// look-ahead once per GET it waits for: about 15 round trips before 64
+    /// GETs of 4 MiB are in flight, longer than a whole scan of 256 MiB
+    /// takes at 20 ms per round trip (`remote --serve nginx`'s
+    /// `pagestream-ramp` row). The GETs of a stream dropped early are
+    /// cancelled. Default `true`.
+    pub fn full_look_ahead(mut self, on: bool) -> Self {
+        self.full_look_ahead = on;
+        self
+    }
+
     /// When to hedge a GET. Default [`Hedging::default`].
     pub fn hedging(mut self, hedging: Hedging) -> Self {
         self.hedging = hedging;
@@ -245,6 +261,7 @@ impl ObjectStoreEngineBuilder {
                 handle,
                 read_bytes: self.read_bytes,
                 reads_in_flight: self.reads_in_flight,
+                full_look_ahead: self.full_look_ahead,
                 latencies: Latencies::new(self.hedging),
                 retry: self.retry,
                 client: self.client,
@@ -404,6 +421,7 @@ impl IoEngine for ObjectStoreEngine {
             .with_read_bytes(self.inner.read_bytes)
             .with_reads_in_flight(self.inner.reads_in_flight)
             .with_retry_blocks(false)
+            .with_full_look_ahead(self.inner.full_look_ahead)
     }
 
     fn name(&self) -> &'static str {
@@ -455,34 +473,27 @@ async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Re
     }
     let sent = Instant::now();
     let primary = get(inner, file, range.clone());
-    let Some(threshold) = inner.latencies.threshold() else {
+    if inner.latencies.threshold().is_none() {
         let res = primary
             .await
             .map_err(|e| store_error(&file.name, Some(&range), e))?;
         inner.answered(sent.elapsed());
         return stream_into(inner, file, &range, res, req).await;
-    };
+    }
+    let waiting = inner.latencies.sent();
     tokio::pin!(primary);
-    tokio::select! {
+    let _hedge = tokio::select! {
         r = &mut primary => {
+            drop(waiting);
             let res = r.map_err(|e| store_error(&file.name, Some(&range), e))?;
             inner.answered(sent.elapsed());
             return stream_into(inner, file, &range, res, req).await;
         }
-        () = tokio::time::sleep(threshold) => {}
-    }
+        slot = hedge_due(inner, sent, &waiting) => slot,
+    };
     // The first GET has not answered: send it again, and keep whichever
     // copy finishes first. Both collect their bodies apart from the frames
     // (only one may fill them), and the loser is dropped, which cancels it.
-    // At most one read in `HEDGE_BUDGET` is hedged at a time, so a store
-    // that slows down as a whole is not sent every GET twice.
-    let Some(_hedge) = HedgeSlot::take(inner) else {
-        let res = primary
-            .await
-            .map_err(|e| store_error(&file.name, Some(&range), e))?;
-        inner.answered(sent.elapsed());
-        return stream_into(inner, file, &range, res, req).await;
-    };
     bump(&inner.counters.hedged, 1);
     let hedge = get(inner, file, range.clone());
     let first = collect(inner, file, &range, primary, sent);
@@ -553,6 +564,40 @@ struct InFlight(Arc<Inner>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Resolves, with a hedge slot, when a GET sent at `sent` that has not
+/// answered is due to be hedged: when its wait reaches the threshold the
+/// latencies observed *by then* give, it is straggling (among the last of
+/// the GETs sent with it to answer, or they have all stopped answering; see
+/// [`Hedging`]), and the hedge budget has room (at most one read in
+/// [`HEDGE_BUDGET`] hedged at a time, so a store that slows down as a whole
+/// is not sent every GET twice). All three are looked at again at least
+/// every [`Hedging::floor`]: a GET sent before any latency was known (the
+/// first GETs of a scan, sent together) would otherwise wait for the
+/// initial guess, a second, while the GETs sent with it have long shown
+/// what a normal answer takes; and stragglers that come together take the
+/// budget's slots in turn.
+async fn hedge_due<'a>(inner: &'a Inner, sent: Instant, waiting: &Waiting<'_>) -> HedgeSlot<'a> {
+    loop {
+        let Some(threshold) = inner.latencies.threshold() else {
+            return std::future::pending().await;
+        };
+        let due = sent + threshold;
+        let now = Instant::now();
+        if now >= due && waiting.straggling(threshold) {
+            if let Some(slot) = HedgeSlot::take(inner) {
+                return slot;
+            }
+        }
+        let step = inner.latencies.recheck();
+        let wake = if now >= due {
+            now + step
+        } else {
+            due.min(now + step)
+        };
+        tokio::time::sleep_until(wake.into()).await;
     }
 }
 

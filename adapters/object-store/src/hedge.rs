@@ -1,8 +1,9 @@
 //! When to hedge a GET: a threshold derived from the first-byte latencies
 //! the engine has observed.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How the engine hedges stragglers: a GET whose response has not begun
 /// within the threshold is issued a second time, the first of the two to
@@ -11,10 +12,20 @@ use std::time::Duration;
 /// The threshold is the `percentile` of the last [`WINDOW`] first-byte
 /// latencies observed (the time from sending a GET to its response
 /// headers), never below `floor`; until `min_samples` latencies have been
-/// observed it is `initial`. Hedging at the 95th percentile re-issues about
-/// one GET in twenty on a healthy store, which is what a hedge costs; on a
-/// store where one GET in twenty stalls for seconds it bounds every GET's
-/// wait to about the threshold plus one healthy GET.
+/// observed it is `initial`. A waiting GET looks at the threshold again as
+/// latencies come in, and it is hedged once it has waited that long *and*
+/// it is among the last `1 − percentile` (at least the last one) still
+/// waiting of the GETs sent within `floor` of it, before or after, or
+/// none of those has answered for the threshold: a straggler is slow
+/// while the GETs sent with it have answered. GETs sent
+/// together (a stream's first look-ahead sends all of them at once) answer
+/// over a spread that only the fastest of them have shown when the
+/// threshold is first known; the rest are not stragglers but the client or
+/// server at work. A GET sent alone is hedged on the threshold alone. Hedging
+/// at the 95th percentile re-issues about one GET in twenty on a healthy
+/// store, which is what a hedge costs; on a store where one GET in twenty
+/// stalls for seconds it bounds every GET's wait to about the threshold
+/// plus one healthy GET.
 ///
 /// ```
 /// use pagestream_object_store::Hedging;
@@ -111,6 +122,70 @@ struct Ring {
     /// The threshold the samples give (a selection over the window, about
     /// a microsecond per GET).
     threshold: Option<Duration>,
+    /// Recent GETs, in the order they were sent: sequence number, when
+    /// sent, when their wait ended.
+    sends: VecDeque<(u64, Instant, Option<Instant>)>,
+    sent: u64,
+}
+
+/// Sends remembered for finding a GET's cohort.
+const SENDS: usize = 8192;
+
+/// A GET waiting for its response, registered with [`Latencies::sent`];
+/// dropping it ends the wait (answered, failed or cancelled alike).
+#[derive(Debug)]
+pub(crate) struct Waiting<'a> {
+    latencies: &'a Latencies,
+    seq: u64,
+    at: Instant,
+}
+
+impl Waiting<'_> {
+    /// Whether this GET straggles: it is among the last `1 − percentile`
+    /// (at least the last one) still waiting of its cohort, the GETs sent
+    /// within the hedging floor before or after it; or none of its cohort
+    /// has answered for `threshold` (stragglers that came together).
+    pub(crate) fn straggling(&self, threshold: Duration) -> bool {
+        let l = self.latencies;
+        let r = l.state.lock().unwrap_or_else(|p| p.into_inner());
+        let window = l.recheck();
+        let lo = self.at.checked_sub(window).unwrap_or(self.at);
+        let hi = self.at + window;
+        // Sends are in order, their instants too.
+        let first = r.sends.partition_point(|s| s.1 < lo);
+        let end = r.sends.partition_point(|s| s.1 <= hi).max(first);
+        let (mut size, mut still, mut last) = (0usize, 0usize, None::<Instant>);
+        for s in r.sends.range(first..end) {
+            size += 1;
+            match s.2 {
+                None => still += 1,
+                Some(t) => last = Some(last.map_or(t, |l| l.max(t))),
+            }
+        }
+        let tail = ((1.0 - l.hedging.percentile.min(1.0)) * size as f64).floor() as usize;
+        if still <= tail.max(1) {
+            return true;
+        }
+        last.unwrap_or(self.at).elapsed() >= threshold
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut r = self
+            .latencies
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let front = r.sends.front().map_or(0, |s| s.0);
+        if let Some(s) = self
+            .seq
+            .checked_sub(front)
+            .and_then(|i| r.sends.get_mut(i as usize))
+        {
+            s.2 = Some(Instant::now());
+        }
+    }
 }
 
 impl Latencies {
@@ -143,6 +218,31 @@ impl Latencies {
         let rank = ((window.len() as f64) * h.percentile).ceil() as usize;
         let (_, q, _) = window.select_nth_unstable(rank.clamp(1, samples.len()) - 1);
         Some((*q).max(h.floor))
+    }
+
+    /// Registers a GET just sent, until the returned guard is dropped.
+    pub(crate) fn sent(&self) -> Waiting<'_> {
+        let at = Instant::now();
+        let mut r = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = r.sent;
+        r.sent += 1;
+        if r.sends.len() == SENDS {
+            r.sends.pop_front();
+        }
+        // Instants in order, whichever thread sent first.
+        let at = r.sends.back().map_or(at, |s| s.1.max(at));
+        r.sends.push_back((seq, at, None));
+        Waiting {
+            latencies: self,
+            seq,
+            at,
+        }
+    }
+
+    /// How often a GET waiting for its response looks at the threshold
+    /// again: the floor (at least a millisecond).
+    pub(crate) fn recheck(&self) -> Duration {
+        self.hedging.floor.max(Duration::from_millis(1))
     }
 
     /// How long to wait for a GET's response before hedging it; `None`:
@@ -186,6 +286,37 @@ mod tests {
             assert!(h.is_off(), "{p}");
             assert_eq!(Latencies::new(h).threshold(), None, "{p}");
         }
+    }
+
+    #[test]
+    fn a_get_straggles_once_most_sent_with_it_have_answered() {
+        let l = Latencies::new(Hedging::default().with_floor(ms(200)));
+        // 40 GETs sent together: the last 2 (5%) of them to answer are
+        // stragglers, whichever they are.
+        let mut gets: Vec<Waiting<'_>> = (0..40).map(|_| l.sent()).collect();
+        let seventh = gets.remove(7);
+        let last = gets.pop().expect("40");
+        let long = Duration::from_secs(3600);
+        assert!(!seventh.straggling(long) && !last.straggling(long));
+        gets.truncate(1);
+        assert!(
+            !seventh.straggling(long),
+            "three wait: 7, one of the rest, the last"
+        );
+        // None of them has answered for a threshold: all three straggle.
+        std::thread::sleep(ms(5));
+        assert!(seventh.straggling(ms(1)));
+        drop(gets);
+        assert!(seventh.straggling(long) && last.straggling(long));
+        drop((seventh, last));
+        // A GET sent alone straggles on the threshold alone.
+        let l = Latencies::new(Hedging::default().with_floor(ms(1)));
+        let alone = l.sent();
+        assert!(alone.straggling(long));
+        // GETs sent well after it are not its cohort.
+        std::thread::sleep(ms(20));
+        let _later: Vec<Waiting<'_>> = (0..10).map(|_| l.sent()).collect();
+        assert!(alone.straggling(long));
     }
 
     #[test]
