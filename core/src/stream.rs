@@ -611,6 +611,10 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
             .map_err(|_| ())
     }
 
+    fn resident(&mut self, block: BlockNumber) -> bool {
+        self.shared.pool.resident(self.file_view, block)
+    }
+
     fn frame_status(&self, frame: u32) -> Status {
         self.shared.pool.status(frame)
     }

@@ -68,6 +68,8 @@ pub(crate) trait Env<D> {
     fn check_block(&self, block: BlockNumber) -> Result<(), ReadError>;
     /// The pool's answer for `block`; every `Ok` holds a pin.
     fn lookup(&mut self, block: BlockNumber) -> Result<Lookup, ()>;
+    /// Whether the pool holds `block`, valid, now (no pin: a hint).
+    fn resident(&mut self, block: BlockNumber) -> bool;
     /// The status of a frame this stream has pinned.
     fn frame_status(&self, frame: u32) -> Status;
     /// Re-examines a frame this stream has pinned: Hit, Busy, or Read if it
@@ -397,6 +399,17 @@ impl<D> Planner<D> {
                 // end holds no pin, but a source naming nothing else must still
                 // be pulled only as far as the distance.
                 if self.queue.len() >= self.distance {
+                    // Under full look-ahead, a pending read that will have
+                    // to go to the engine takes the whole distance at once,
+                    // so that even the first read is full-sized (`issue`
+                    // raises it too, for reads started otherwise).
+                    if self.cfg.full_look_ahead && self.distance < cap && self.pending_n > 0 {
+                        let first = self.queue[self.queue.len() - self.pending_n].block;
+                        if !env.resident(first) {
+                            self.distance = cap;
+                            continue;
+                        }
+                    }
                     stop = Some(if self.distance >= self.cfg.budget {
                         Limit::PinBudget
                     } else if self.distance >= cap {

@@ -184,6 +184,11 @@ impl Env<usize> for Sim {
         self.map.insert(block, f);
         Ok(Lookup::Read(f))
     }
+    fn resident(&mut self, block: u64) -> bool {
+        self.map
+            .get(&block)
+            .is_some_and(|&f| self.frames[f as usize].1 == St::Valid)
+    }
     fn frame_status(&self, frame: u32) -> Status {
         match self.frames[frame as usize].1 {
             St::Empty => Status::Empty,

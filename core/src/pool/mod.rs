@@ -469,6 +469,19 @@ impl PoolInner {
         }
     }
 
+    /// Whether a frame holds `block` of `view`'s file, valid, now. No pin
+    /// is taken, so the answer is a hint, true or false a moment later: what
+    /// look-ahead under full look-ahead decides its distance by.
+    pub(crate) fn resident(&self, view: &mut FileView, block: BlockNumber) -> bool {
+        let slot = view.slot(block).load(Ordering::Acquire);
+        if slot == EMPTY_SLOT {
+            return false;
+        }
+        let (f, g) = table::unpack(slot);
+        let st = self.header(f).load();
+        frame::gen(st) == g && frame::status(st) == Status::Valid
+    }
+
     /// [`lookup`](Self::lookup) without the miss path (the tests' probe).
     #[cfg(test)]
     pub(crate) fn lookup_existing(
