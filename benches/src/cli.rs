@@ -61,7 +61,8 @@ report: the standard matrix (see README), engines alternating run by run;
   --quick            reduced matrix, small files, 3 repeats (< 2 minutes)
   --out DIR          output directory (default target/bench-report)
   --repeat N         repeats (default 5; --quick 3)
-  --only LIST        comma-separated sections to run: 1,2,3,4,5 (default all)
+  --only LIST        comma-separated sections to run: 1,2,3,4,5,6 (default all;
+                     6: object storage, on nginx and moto started on loopback)
   --doc PATH         also write the report as documentation: PATH (charts in
                      PATH's stem beside it); default docs/benchmarks.md when
                      run from the workspace root, else not written
@@ -95,7 +96,7 @@ pub struct ReportOpts {
     pub out: Option<PathBuf>,
     /// `--repeat`.
     pub repeat: Option<usize>,
-    /// `--only`: sections 1–5.
+    /// `--only`: sections 1–6.
     pub only: Vec<u8>,
     /// `--doc`: the documentation page to write.
     pub doc: Option<PathBuf>,
@@ -255,11 +256,11 @@ struct ReportArgs {
     out: Option<PathBuf>,
     #[arg(long, value_parser = number::<usize>)]
     repeat: Option<usize>,
-    #[arg(long, default_value = "1,2,3,4,5", value_parser = |s: &str| {
+    #[arg(long, default_value = "1,2,3,4,5,6", value_parser = |s: &str| {
         s.split(',')
             .map(|p| match p.trim().parse::<u8>() {
-                Ok(n @ 1..=5) => Ok(n),
-                _ => Err(format!("{p:?}: expected section numbers 1 to 5")),
+                Ok(n @ 1..=6) => Ok(n),
+                _ => Err(format!("{p:?}: expected section numbers 1 to 6")),
             })
             .collect::<Result<List<u8>, String>>()
     })]

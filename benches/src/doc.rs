@@ -519,6 +519,7 @@ pub(crate) fn write(
     meta: &Meta,
     sections: &[Section],
     remote: Option<&Remote>,
+    objects: Option<&crate::remote::StoreSection>,
     problems: &[String],
 ) -> io::Result<()> {
     let dir = t.chart_dir();
@@ -647,6 +648,9 @@ pub(crate) fn write(
     }
     if let Some(r) = remote {
         report::remote_md(&mut m, r);
+    }
+    if let Some(o) = objects {
+        crate::remote::section_markdown(&mut m, o);
     }
     if let Some(parent) = t.doc.parent() {
         std::fs::create_dir_all(parent)?;

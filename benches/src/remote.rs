@@ -157,14 +157,30 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+mod section;
+mod store;
+
+pub(crate) use section::{
+    json as section_json, markdown as section_markdown, measure as measure_store_section,
+    StoreSection,
+};
+
 const USAGE: &str = "\
 usage: remote [options]
+       remote --store URL | --serve nginx|moto [store options]
 
 Scans a table on simulated remote storage (a fixed latency per read, in
 memory) through pagestream on a small pool: one block at a time, one stream
 with io_combine_limit 1 and 16, staggered concurrent scans with synchronized
 scans on and off, and parallel workers; beside the ideal from the configured
 max_ios, io_combine_limit and pool frames.
+
+With --store or --serve, scans an object on a real server instead, through
+the object-store engine, with object_store's ThrottledStore adding a latency
+and a bandwidth to every GET: one GET per page, object_store's get_ranges
+(the anchor), pagestream at request sizes x GETs in flight, synchronized and
+parallel scans, a straggling store with and without hedging, and the
+server's own ceiling; sequential and a sparse bitmap; beside the ideal.
 
 options:
   --latency-ms MS     latency of every read (default 0.2)
@@ -195,7 +211,36 @@ options:
                       thread to two different CPUs (default on, when the
                       process may use two)
   --verbose           every run's per-stream counters on stderr
-  --help              this text";
+  --help              this text
+
+store options (with --store URL or --serve; --latency-ms, --pool-frames,
+--scans, --workers, --rows, --repeat, --full, --json and --verbose apply too;
+the other options are the simulated table's):
+  --store URL         the object to scan: s3://bucket/key (endpoint and
+                      credentials from AWS_ENDPOINT, AWS_ACCESS_KEY_ID,
+                      AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP) or
+                      http(s)://host/path; a whole number of 8 KiB pages
+  --serve KIND        nginx or moto: start that server on loopback with a
+                      stamped object of --object-size, and scan it
+  --object-size SIZE  with --serve: the object's size (default 256MiB)
+  --latency-ms MS     added to every GET (default 20 with a store)
+  --request-mib-per-s X  bandwidth of one GET, MiB/s (default 60); 0: none
+  --read-sizes LIST   request sizes of the grid (default
+                      256KiB,1MiB,4MiB,16MiB)
+  --in-flight LIST    GETs in flight of the grid (default 4,16,64,128)
+  --per-page-pages N  pages the one-GET-per-page row reads: a prefix of the
+                      block list, its rate compared (default 128)
+  --density D         the bitmap's fraction of pages (default 0.01)
+  --stall-every N     the stalled rows stall GETs N, 2N, ... (default 20)
+  --stall-ms MS       by this long (default 2000)
+  --throttle-chunk SIZE  the throttle sleeps once per body chunk of at least
+                      this much (default 1MiB; 0: the server's chunks)
+  --pool-frames N     default: enough for the grid's largest requests in
+                      flight, at most 2 GiB
+  --rows LIST         comma-separated: per-page, get-ranges, pagestream,
+                      grid, pool64, sync-on, parallel, hedge, ceiling, or all
+                      (default all); the server's bandwidth is always
+                      measured";
 
 /// Pages are 8 KiB, as PostgreSQL's.
 const BLOCK_SIZE: usize = 8192;
@@ -269,9 +314,49 @@ impl Row {
     }
 }
 
-#[derive(Debug, Clone, clap::Parser)]
+/// The simulated table's options, checked.
+#[derive(Debug, Clone)]
 struct Opts {
-    #[arg(long = "latency-ms", default_value = "0.2", value_parser = |s: &str| match s.parse::<f64>() {
+    latency: Duration,
+    pages: u64,
+    pool_frames: usize,
+    max_ios: usize,
+    combine: usize,
+    scans: usize,
+    workers: usize,
+    rows: Vec<Row>,
+    repeat: usize,
+    ramp: bool,
+    json: bool,
+    verbose: bool,
+    /// Synchronized scans report what the consumer processed (`true`) or
+    /// the look-ahead position (`false`).
+    consumer_reports: bool,
+    /// The consumer thread spins (yielding) instead of sleeping.
+    spin: bool,
+    /// Streams start at full distance (`READ_STREAM_FULL`): no ramp.
+    full: bool,
+    /// Pin the timer thread and the consumer thread to two different CPUs.
+    pin: bool,
+    /// Times a run whose achieved latency missed the configured one by
+    /// more than 10% is run again.
+    retries: usize,
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone)]
+enum Mode {
+    /// The simulated table.
+    Sim(Opts),
+    /// An object on a real server (`--store`, `--serve`).
+    Store(store::StoreOpts),
+}
+
+/// The command line as clap reads it: flags only one mode takes are
+/// `Option`s, so that giving them in the other is an error.
+#[derive(Debug, Clone, clap::Parser)]
+struct Cli {
+    #[arg(long = "latency-ms", value_parser = |s: &str| match s.parse::<f64>() {
         Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 => {
             Ok(Duration::from_secs_f64(ms / 1e3))
         }
@@ -279,21 +364,22 @@ struct Opts {
             "{s:?}: expected a latency in milliseconds, above 0 and at most 10000"
         )),
     })]
-    latency: Duration,
-    #[arg(long, default_value = "3000", value_parser = args::number::<u64>)]
-    pages: u64,
-    #[arg(long, default_value = "128", value_parser = args::number::<usize>)]
-    pool_frames: usize,
-    #[arg(long, default_value = "100", value_parser = args::number::<usize>)]
-    max_ios: usize,
-    #[arg(long, default_value = "16", value_parser = args::number::<usize>)]
-    combine: usize,
+    latency: Option<Duration>,
+    #[arg(long, value_parser = args::number::<u64>)]
+    pages: Option<u64>,
+    #[arg(long, value_parser = args::number::<usize>)]
+    pool_frames: Option<usize>,
+    #[arg(long, value_parser = args::number::<usize>)]
+    max_ios: Option<usize>,
+    #[arg(long, value_parser = args::number::<usize>)]
+    combine: Option<usize>,
     #[arg(long, default_value = "10", value_parser = args::number::<usize>)]
     scans: usize,
     #[arg(long, default_value = "2", value_parser = args::number::<usize>)]
     workers: usize,
-    #[arg(long, default_value = "all", value_parser = Row::parse_list)]
-    rows: args::List<Row>,
+    /// Parsed by the mode: the two have different rows.
+    #[arg(long, default_value = "all")]
+    rows: String,
     #[arg(long, default_value = "5", value_parser = args::number::<usize>)]
     repeat: usize,
     #[arg(long)]
@@ -302,35 +388,79 @@ struct Opts {
     json: bool,
     #[arg(long)]
     verbose: bool,
-    /// Synchronized scans report what the consumer processed (`true`) or
-    /// the look-ahead position (`false`).
-    #[arg(long = "sync-report", default_value = "consumer", value_parser = |s: &str| match s {
+    #[arg(long = "sync-report", value_parser = |s: &str| match s {
         "consumer" => Ok(true),
         "lookahead" => Ok(false),
         _ => Err(format!("{s:?}: expected consumer or lookahead")),
     }, action = clap::ArgAction::Set)]
-    consumer_reports: bool,
-    /// The consumer thread spins (yielding) instead of sleeping.
-    #[arg(long = "executor", default_value = "spin", value_parser = |s: &str| match s {
+    consumer_reports: Option<bool>,
+    #[arg(long = "executor", value_parser = |s: &str| match s {
         "park" => Ok(false),
         "spin" => Ok(true),
         _ => Err(format!("{s:?}: expected park or spin")),
     }, action = clap::ArgAction::Set)]
-    spin: bool,
-    /// Streams start at full distance (`READ_STREAM_FULL`): no ramp.
+    spin: Option<bool>,
     #[arg(long)]
     full: bool,
-    /// Pin the timer thread and the consumer thread to two different CPUs.
-    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
-    pin: bool,
-    /// Times a run whose achieved latency missed the configured one by
-    /// more than 10% is run again.
-    #[arg(long, default_value = "3", value_parser = args::number::<usize>)]
-    retries: usize,
+    #[arg(long, value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pin: Option<bool>,
+    #[arg(long, value_parser = args::number::<usize>)]
+    retries: Option<usize>,
+    #[command(flatten)]
+    store: store::StoreArgs,
 }
 
-/// The checks across flags.
-fn check(o: Opts) -> Result<Opts, UsageError> {
+/// The checks across flags, and the mode.
+fn check(c: Cli) -> Result<Mode, UsageError> {
+    if c.store.given() {
+        let given = |flag: &str, is: bool| {
+            if is {
+                Err(UsageError(format!(
+                    "{flag} is an option of the simulated table, not of --store/--serve"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        given("--pages", c.pages.is_some())?;
+        given("--max-ios", c.max_ios.is_some())?;
+        given("--combine", c.combine.is_some())?;
+        given("--sync-report", c.consumer_reports.is_some())?;
+        given("--executor", c.spin.is_some())?;
+        given("--pin", c.pin.is_some())?;
+        given("--retries", c.retries.is_some())?;
+        given("--ramp", c.ramp)?;
+        return store::check(c).map(Mode::Store);
+    }
+    if let Some(flag) = c.store.first_given() {
+        return Err(UsageError(format!(
+            "{flag} needs --store URL or --serve nginx|moto"
+        )));
+    }
+    let o = Opts {
+        latency: c.latency.unwrap_or(Duration::from_micros(200)),
+        pages: c.pages.unwrap_or(3000),
+        pool_frames: c.pool_frames.unwrap_or(128),
+        max_ios: c.max_ios.unwrap_or(100),
+        combine: c.combine.unwrap_or(16),
+        scans: c.scans,
+        workers: c.workers,
+        rows: Row::parse_list(&c.rows).map_err(|e| UsageError(format!("--rows: {e}")))?,
+        repeat: c.repeat,
+        ramp: c.ramp,
+        json: c.json,
+        verbose: c.verbose,
+        consumer_reports: c.consumer_reports.unwrap_or(true),
+        spin: c.spin.unwrap_or(true),
+        full: c.full,
+        pin: c.pin.unwrap_or(true),
+        retries: c.retries.unwrap_or(3),
+    };
+    check_sim(o).map(Mode::Sim)
+}
+
+/// The simulated table's checks across flags.
+fn check_sim(o: Opts) -> Result<Opts, UsageError> {
     let bad = |m: String| Err(UsageError(m));
     if o.pages == 0 || o.pages > MAX_PAGES {
         return bad(format!(
@@ -663,7 +793,8 @@ impl Bench {
                 sync.report(file_key, block + 1);
             }
         };
-        let (sums, stats) = drive(make, report, sh.streams, stagger, o.spin)?;
+        let exec = if o.spin { Exec::Spin } else { Exec::Park };
+        let (sums, stats) = drive(make, report, sh.streams, stagger, exec)?;
         let seconds = start.elapsed().as_secs_f64();
         // Check what every stream returned.
         match row {
@@ -747,18 +878,29 @@ impl Bench {
     }
 }
 
+/// How [`drive`] waits on this thread.
+#[derive(Debug, Clone, Copy)]
+enum Exec<'a> {
+    /// Spinning ([`spin_block_on`]).
+    Spin,
+    /// Sleeping (futures' `block_on`).
+    Park,
+    /// In a tokio runtime's `block_on` (the object-store engine's).
+    Tokio(&'a tokio::runtime::Runtime),
+}
+
 /// Runs `count` streams made by `make` on this thread until all end; with
 /// `stagger`, stream `k + 1` is made when stream `k` has returned that many
 /// pages. `processed` is told the block of every page once its checksum is
 /// taken. Returns each stream's checksum and counters.
-fn drive(
-    make: impl Fn() -> io::Result<Remote>,
+fn drive<E: IoEngine>(
+    make: impl Fn() -> io::Result<ReadStream<E, Source>>,
     processed: impl Fn(u64),
     count: usize,
     stagger: Option<u64>,
-    spin: bool,
+    exec: Exec<'_>,
 ) -> io::Result<(Vec<Checksum>, Vec<StreamStats>)> {
-    let mut streams: Vec<Option<Remote>> = Vec::with_capacity(count);
+    let mut streams: Vec<Option<ReadStream<E, Source>>> = Vec::with_capacity(count);
     let mut sums = vec![Checksum::default(); count];
     let mut stats = vec![StreamStats::default(); count];
     // Streams started at once.
@@ -819,10 +961,10 @@ fn drive(
             return Poll::Pending;
         }
     });
-    if spin {
-        spin_block_on(all);
-    } else {
-        futures::executor::block_on(all);
+    match exec {
+        Exec::Spin => spin_block_on(all),
+        Exec::Park => futures::executor::block_on(all),
+        Exec::Tokio(rt) => rt.block_on(all),
     }
     match error {
         Some(e) => Err(e),
@@ -1281,8 +1423,15 @@ fn measure(o: &Opts) -> io::Result<Measured> {
 pub fn json_rows(args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
     let parsed = args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
         .map_err(|e| e.line("remote"))?;
-    let Some(mut o) = parsed else {
-        return Err("--help is not a measurement".into());
+    let mut o = match parsed {
+        None => return Err("--help is not a measurement".into()),
+        Some(Mode::Sim(o)) => o,
+        Some(Mode::Store(mut s)) => {
+            s.json = true;
+            return store::measure(&s)
+                .map(|rows| rows.into_iter().map(JsonObject::into_value).collect())
+                .map_err(|e| e.to_string());
+        }
     };
     o.json = true;
     // On a thread of its own: the measurement pins the thread it runs on
@@ -1302,7 +1451,14 @@ pub fn json_rows(args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
     })
 }
 
-fn run(o: Opts) -> io::Result<()> {
+fn run(mode: Mode) -> io::Result<()> {
+    match mode {
+        Mode::Sim(o) => run_sim(o),
+        Mode::Store(s) => store::run(&s),
+    }
+}
+
+fn run_sim(o: Opts) -> io::Result<()> {
     let Measured {
         bench,
         ramps,
@@ -1375,9 +1531,13 @@ mod tests {
     }
 
     fn opts(args: &[&str]) -> Opts {
-        args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
+        match args::parse_checked(USAGE, args.iter().map(|s| s.to_string()), check)
             .expect("valid")
             .expect("not --help")
+        {
+            Mode::Sim(o) => o,
+            Mode::Store(_) => panic!("not the simulated table"),
+        }
     }
 
     #[test]

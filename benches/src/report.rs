@@ -8,7 +8,10 @@
 //!    O_DIRECT;
 //! 4. random 8 KiB reads at `max_ios` 1 … 64, cold, O_DIRECT, against fio
 //!    at the same depth;
-//! 5. remote storage: the `remote` example's `--json` rows, if it is built.
+//! 5. remote storage: the `remote` example's `--json` rows, if it is built;
+//! 6. object storage: `remote --serve nginx` (and `--serve moto`), the
+//!    object-store engine over servers the report starts on loopback
+//!    ([`crate::remote`]'s section 6).
 //!
 //! Within a row the engines alternate run by run (the first engine rotates
 //! with the repeat). A configuration that fails is reported with its error
@@ -21,6 +24,7 @@ use crate::cli::ReportOpts;
 use crate::data;
 use crate::doc;
 use crate::pattern::Pattern;
+use crate::remote::StoreSection;
 use crate::scan::{check, run_scan, Cache, Engine, RunResult, ScanConfig, Target};
 use crate::timing::Spread;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -537,6 +541,13 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
     } else {
         None
     };
+    let objects = if o.only.contains(&6) {
+        eprintln!("pagestream-bench: §6 object storage (nginx, moto on loopback) …");
+        Some(crate::remote::measure_store_section(o.quick, o.repeat))
+    } else {
+        None
+    };
+    load_peak = load_peak.max(load1());
     let elapsed = started.elapsed();
     let meta = Meta {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -569,9 +580,21 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
             })
             .collect(),
     };
-    let md = markdown(&meta, &sections, remote.as_ref(), &problems);
+    let md = markdown(
+        &meta,
+        &sections,
+        remote.as_ref(),
+        objects.as_ref(),
+        &problems,
+    );
     std::fs::write(out.join("report.md"), &md)?;
-    let js = report_json(&meta, &sections, remote.as_ref(), &problems);
+    let js = report_json(
+        &meta,
+        &sections,
+        remote.as_ref(),
+        objects.as_ref(),
+        &problems,
+    );
     std::fs::write(
         out.join("report.json"),
         serde_json::to_string_pretty(&js).map_err(io::Error::other)?,
@@ -586,7 +609,14 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
         out.display()
     );
     match doc::Targets::resolve(o.doc.clone(), o.readme.clone()) {
-        Some(t) => doc::write(&t, &meta, &sections, remote.as_ref(), &problems)?,
+        Some(t) => doc::write(
+            &t,
+            &meta,
+            &sections,
+            remote.as_ref(),
+            objects.as_ref(),
+            &problems,
+        )?,
         None => {
             println!("not at a workspace root and no --doc PATH: docs/benchmarks.md not written")
         }
@@ -735,6 +765,7 @@ fn markdown(
     meta: &Meta,
     sections: &[Section],
     remote: Option<&Remote>,
+    objects: Option<&StoreSection>,
     problems: &[String],
 ) -> String {
     let mut m = String::new();
@@ -788,6 +819,9 @@ fn markdown(
     }
     if let Some(r) = remote {
         remote_md(&mut m, r);
+    }
+    if let Some(o) = objects {
+        crate::remote::section_markdown(&mut m, o);
     }
     m
 }
@@ -1116,6 +1150,7 @@ fn report_json(
     meta: &Meta,
     sections: &[Section],
     remote: Option<&Remote>,
+    objects: Option<&StoreSection>,
     problems: &[String],
 ) -> Value {
     let secs: Vec<Value> = sections
@@ -1184,6 +1219,7 @@ fn report_json(
         "checksum_problems": problems,
         "sections": secs,
         "remote": remote.map(|r| json!({"command": r.command, "error": r.error, "rows": r.lines})),
+        "object_store": objects.map(crate::remote::section_json),
     })
 }
 

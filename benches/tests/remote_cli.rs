@@ -4,7 +4,8 @@
 //! synchronized scans read fewer pages from storage than unsynchronized
 //! ones; look-ahead keeps several reads in flight; the one-at-a-time reader
 //! keeps one. No timing is asserted. Bad command lines exit with 2 and a
-//! message naming the flag.
+//! message naming the flag. `remote --serve nginx` (and `--serve moto`)
+//! with tiny sizes: every row, its fields and its checked pages.
 
 mod common;
 
@@ -186,6 +187,67 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["--latency-ms"], "needs a value"),
         (&["--json=yes"], "takes no value"),
         (&["stray"], "unexpected argument"),
+        // Store runs.
+        (&["--store", "ftp://host/x"], "--store"),
+        (&["--store", "table.dat"], "--store"),
+        (&["--serve", "apache"], "--serve"),
+        (
+            &["--store", "s3://b/k", "--serve", "nginx"],
+            "--store and --serve",
+        ),
+        (
+            &["--request-mib-per-s", "60"],
+            "--request-mib-per-s needs --store",
+        ),
+        (&["--read-sizes", "1MiB"], "--read-sizes needs --store"),
+        (
+            &["--serve", "nginx", "--request-mib-per-s", "-1"],
+            "--request-mib-per-s",
+        ),
+        (
+            &["--serve", "nginx", "--request-mib-per-s", "fast"],
+            "--request-mib-per-s",
+        ),
+        (
+            &["--serve", "nginx", "--read-sizes", "5KiB"],
+            "--read-sizes",
+        ),
+        (
+            &["--serve", "nginx", "--read-sizes", "64MiB"],
+            "--read-sizes",
+        ),
+        (&["--serve", "nginx", "--in-flight", "0"], "--in-flight"),
+        (
+            &["--serve", "nginx", "--in-flight", "4,2000"],
+            "--in-flight",
+        ),
+        (
+            &["--serve", "nginx", "--per-page-pages", "0"],
+            "--per-page-pages",
+        ),
+        (&["--serve", "nginx", "--density", "0"], "--density"),
+        (&["--serve", "nginx", "--density", "1.5"], "--density"),
+        (&["--serve", "nginx", "--stall-every", "0"], "--stall-every"),
+        (&["--serve", "nginx", "--stall-ms", "0"], "--stall-ms"),
+        (
+            &["--serve", "nginx", "--throttle-chunk", "1GiB"],
+            "--throttle-chunk",
+        ),
+        (
+            &["--serve", "nginx", "--object-size", "1000"],
+            "--object-size",
+        ),
+        (
+            &["--store", "http://h/k", "--object-size", "1MiB"],
+            "--object-size",
+        ),
+        (&["--serve", "nginx", "--pool-frames", "0"], "--pool-frames"),
+        (&["--serve", "nginx", "--latency-ms", "0"], "--latency-ms"),
+        (&["--serve", "nginx", "--rows", "combine16"], "--rows"),
+        (&["--serve", "nginx", "--scans", "11"], "--scans"),
+        (&["--serve", "nginx", "--pages", "10"], "--pages"),
+        (&["--serve", "nginx", "--max-ios", "10"], "--max-ios"),
+        (&["--serve", "nginx", "--ramp"], "--ramp"),
     ] {
         let out = remote(args);
         assert_usage_error("remote", args, needle, &out);
@@ -196,4 +258,156 @@ fn bad_command_lines_exit_2_with_a_message() {
 #[test]
 fn short_h_is_help() {
     common::assert_short_help("remote", env!("CARGO_BIN_EXE_remote"), &[]);
+}
+
+/// Where `program` is on PATH (or at one of `also`).
+fn installed(program: &str, also: &[&str]) -> Result<std::path::PathBuf, String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .chain(also.iter().map(std::path::PathBuf::from))
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("{program} is not installed"))
+}
+
+/// Every store row, tiny: a 2 MiB object on nginx, 1 ms and 200 MiB/s per
+/// GET, a 4-cell grid, every other GET stalled 50 ms. Checks the rows and their fields;
+/// every run's pages were checked against the file by `remote` itself.
+#[test]
+fn serve_nginx_runs_every_store_row() {
+    if pagestream::testing::require("nginx", installed("nginx", &["/usr/sbin/nginx"])).is_none() {
+        return;
+    }
+    let out = remote(&[
+        "--serve",
+        "nginx",
+        "--object-size",
+        "2MiB",
+        "--repeat",
+        "1",
+        "--latency-ms",
+        "1",
+        "--request-mib-per-s",
+        "200",
+        "--read-sizes",
+        "64KiB,256KiB",
+        "--in-flight",
+        "2,8",
+        "--per-page-pages",
+        "4",
+        "--stall-ms",
+        "50",
+        "--stall-every",
+        "2",
+        "--scans",
+        "3",
+        "--json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "remote failed: {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let rows: Vec<String> = lines
+        .iter()
+        .map(|l| format!("{} {}", field(l, "row"), field(l, "pattern")))
+        .collect();
+    let want = [
+        "server-curl sequential",
+        "server-curl-ranges sequential",
+        "server-range-gets sequential",
+        "throttle sequential",
+        "per-page sequential",
+        "per-page bitmap:0.01",
+        "get-ranges sequential",
+        "get-ranges bitmap:0.01",
+        "pagestream sequential",
+        "pagestream-ramp sequential",
+        "pagestream bitmap:0.01",
+        "grid sequential",
+        "grid sequential",
+        "grid sequential",
+        "grid sequential",
+        "pool64 sequential",
+        "sync-on sequential",
+        "parallel sequential",
+        "hedge-on sequential",
+        "hedge-off sequential",
+        "unthrottled sequential",
+    ];
+    assert_eq!(rows, want, "{stdout}");
+    for l in &lines {
+        assert!(!l.contains("\"error\""), "{l}");
+        for key in ["mib_per_s", "seconds", "server_mib_per_s", "store", "runs"] {
+            field(l, key);
+        }
+        assert!(num(l, "mib_per_s") > 0.0, "{l}");
+        assert!(num(l, "seconds_min") <= num(l, "seconds_max"), "{l}");
+        if !field(l, "row").starts_with("server-") {
+            assert!(num(l, "ideal_seconds") > 0.0, "{l}");
+        }
+    }
+    let row = |name: &str, pattern: &str| {
+        *lines
+            .iter()
+            .find(|l| field(l, "row") == name && field(l, "pattern") == pattern)
+            .expect("row present")
+    };
+    // 2 MiB: 256 pages; the bitmap takes 1% of them, rounded: 3.
+    assert_eq!(field(row("pagestream", "sequential"), "pages"), "256");
+    assert_eq!(field(row("pagestream", "bitmap:0.01"), "pages"), "3");
+    assert_eq!(field(row("per-page", "sequential"), "pages"), "4");
+    assert_eq!(field(row("per-page", "sequential"), "gets"), "4");
+    // get_ranges merges the whole object into one GET.
+    assert_eq!(field(row("get-ranges", "sequential"), "gets"), "1");
+    let seq = row("pagestream", "sequential");
+    assert!(
+        num(seq, "vs_anchor") > 0.0 && num(seq, "vs_per_page") > 0.0,
+        "{seq}"
+    );
+    assert!(num(seq, "max_in_flight") >= 1.0, "{seq}");
+    // Synchronized scans: three of them, each the whole object.
+    assert_eq!(field(row("sync-on", "sequential"), "pages"), "768");
+    assert_eq!(field(row("parallel", "sequential"), "pages"), "256");
+    // The stalled rows stalled GETs and say by how much beside the
+    // unstalled time.
+    for h in ["hedge-on", "hedge-off"] {
+        let l = row(h, "sequential");
+        assert!(num(l, "stalled") >= 1.0, "{l}");
+        assert!(num(l, "vs_unstalled") > 0.0, "{l}");
+    }
+    assert_eq!(field(row("hedge-off", "sequential"), "hedged"), "0");
+    assert!(num(row("unthrottled", "sequential"), "vs_best") > 0.0);
+}
+
+/// The s3:// path through moto, if installed: the anchor and the defaults.
+#[test]
+fn serve_moto_runs_the_s3_path() {
+    if pagestream::testing::require("moto_server", installed("moto_server", &[])).is_none() {
+        return;
+    }
+    let out = remote(&[
+        "--serve",
+        "moto",
+        "--object-size",
+        "1MiB",
+        "--repeat",
+        "1",
+        "--latency-ms",
+        "1",
+        "--rows",
+        "pagestream,get-ranges",
+        "--json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "remote failed: {stderr}");
+    for l in stdout.lines() {
+        assert!(field(l, "store").starts_with("s3://"), "{l}");
+        assert!(!l.contains("\"error\""), "{l}");
+    }
+    let seq = stdout
+        .lines()
+        .find(|l| field(l, "row") == "pagestream" && field(l, "pattern") == "sequential")
+        .expect("pagestream row");
+    assert_eq!(field(seq, "pages"), "128", "{seq}");
 }
