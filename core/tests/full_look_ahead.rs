@@ -155,3 +155,43 @@ fn full_look_ahead_rescans_a_hot_file_on_the_fast_path() {
         }
     }
 }
+
+#[test]
+fn full_look_ahead_follows_every_read_of_another_stream_at_once() {
+    let mem = MemEngine::new();
+    let stall = Stall::every_read(mem.clone());
+    let n = 1000;
+    let file = mem.create_stamped(n, BS);
+    let pool = BufferPool::new(1024, BS).unwrap();
+    let engine = Far {
+        stall: stall.clone(),
+        full: true,
+    };
+    // READ_STREAM_FULL: B's first look-ahead fills its first read's worth
+    // of A's blocks before any check of the pool.
+    let build = || {
+        ReadStream::builder(&pool, engine.clone(), file.clone())
+            .max_ios(2)
+            .io_combine_limit(8)
+            .full(true)
+            .build(source::forward(0..n))
+            .unwrap()
+    };
+    let waker = Waker::from(Arc::new(Woken::default()));
+    let mut cx = Context::from_waker(&waker);
+    let mut a = build();
+    assert!(Pin::new(&mut a).poll_next(&mut cx).is_pending());
+    let held = stall.held();
+    assert_eq!(held, 2, "A's first look-ahead: 2 reads");
+    // B finds A's 16 blocks being read: it waits for all of them (so none
+    // of A's reads is left without a stream wanting it), and its pin budget
+    // ((2 + 1) × 8 = 24) has room for one read of its own after them.
+    let mut b = build();
+    assert!(Pin::new(&mut b).poll_next(&mut cx).is_pending());
+    let st = b.stats();
+    assert_eq!(st.shared_reads, 16, "{st}");
+    assert_eq!(stall.held(), held + 1, "B's read after A's blocks: {st}");
+    assert_eq!(st.blocks_read, 8, "{st}");
+    drop((a, b));
+    stall.release_all();
+}

@@ -586,6 +586,12 @@ impl<D> Planner<D> {
             // to one block and losing them to eviction.
             e.read_head = true;
             self.stats.shared_reads += 1;
+            // Under full look-ahead, like a read it starts: all the distance
+            // at once, so that it waits for (and keeps wanted) every read
+            // of the other stream's that it will need.
+            if self.cfg.full_look_ahead {
+                self.distance = self.distance.max(self.cap());
+            }
         } else {
             e.slot = Slot::Ready;
             self.stats.hits += 1;
