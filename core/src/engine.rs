@@ -357,7 +357,8 @@ pub struct EngineHints {
     /// a round trip each, such as a range GET).
     pub retry_blocks: bool,
     /// Streams look ahead their full distance as soon as they need I/O:
-    /// every read a stream starts raises its distance to the pin budget
+    /// every read a stream starts (and every block it finds another stream
+    /// reading) raises its distance to the pin budget
     /// (`max_ios` reads of `io_combine_limit` blocks, as the pool allows),
     /// so the first round trip already has `max_ios` reads in flight,
     /// instead of PostgreSQL's ramp, which doubles the distance once per

@@ -491,6 +491,8 @@ async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Re
         }
         slot = hedge_due(inner, sent, &waiting) => slot,
     };
+    // Hedged: no longer one of its cohort's GETs waiting to answer.
+    drop(waiting);
     // The first GET has not answered: send it again, and keep whichever
     // copy finishes first. Both collect their bodies apart from the frames
     // (only one may fill them), and the loser is dropped, which cancels it.
@@ -591,9 +593,13 @@ async fn hedge_due<'a>(inner: &'a Inner, sent: Instant, waiting: &Waiting<'_>) -
                 return slot;
             }
         }
+        // Before it is due, look again early only while the threshold is
+        // the initial guess, which the first latencies will replace.
         let step = inner.latencies.recheck();
         let wake = if now >= due {
             now + step
+        } else if inner.latencies.learned() {
+            due
         } else {
             due.min(now + step)
         };

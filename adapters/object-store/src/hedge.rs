@@ -41,13 +41,21 @@ pub struct Hedging {
     /// (`0.95`: the 95th percentile). Outside `(0, 1]` (see
     /// [`Hedging::off`]), or NaN: never hedge.
     pub percentile: f64,
-    /// The threshold's lower bound: a GET is never hedged sooner.
+    /// The threshold's lower bound: a GET is never hedged sooner. Also the
+    /// width of a GET's cohort (the GETs sent within `floor` of it) and how
+    /// often a waiting GET looks at the threshold again (at least every
+    /// millisecond). At most [`MAX_WAIT`].
     pub floor: Duration,
-    /// The threshold before `min_samples` latencies have been observed.
+    /// The threshold before `min_samples` latencies have been observed. At
+    /// most [`MAX_WAIT`].
     pub initial: Duration,
     /// Latencies observed before the percentile is trusted.
     pub min_samples: usize,
 }
+
+/// The longest [`Hedging::floor`] and [`Hedging::initial`] are taken to
+/// be: an hour (a longer one means the same: no hedging in practice).
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
 /// First-byte latencies the threshold is computed over (the most recent).
 pub const WINDOW: usize = 512;
@@ -189,7 +197,10 @@ impl Drop for Waiting<'_> {
 }
 
 impl Latencies {
-    pub(crate) fn new(hedging: Hedging) -> Self {
+    pub(crate) fn new(mut hedging: Hedging) -> Self {
+        // Waits are added to instants: bound them so none overflows.
+        hedging.floor = hedging.floor.min(MAX_WAIT);
+        hedging.initial = hedging.initial.min(MAX_WAIT);
         Latencies {
             hedging,
             state: Mutex::new(Ring::default()),
@@ -247,6 +258,13 @@ impl Latencies {
 
     /// How long to wait for a GET's response before hedging it; `None`:
     /// never.
+    /// Whether the threshold comes from observed latencies (not the
+    /// initial guess).
+    pub(crate) fn learned(&self) -> bool {
+        let r = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        r.threshold.is_some()
+    }
+
     pub(crate) fn threshold(&self) -> Option<Duration> {
         if self.hedging.is_off() {
             return None;
@@ -281,6 +299,14 @@ mod tests {
         }
         assert_eq!(l.threshold(), Some(ms(50)), "never below the floor");
         assert_eq!(Latencies::new(Hedging::off()).threshold(), None);
+        // Waits that would overflow an instant are an hour.
+        let h = Hedging::default()
+            .with_initial(Duration::MAX)
+            .with_floor(Duration::MAX);
+        let l = Latencies::new(h);
+        assert_eq!(l.threshold(), Some(MAX_WAIT));
+        assert_eq!(l.recheck(), MAX_WAIT);
+        let _ = std::time::Instant::now() + l.threshold().unwrap() + l.recheck();
         for p in [0.0, -0.5, 1.5, f64::NAN] {
             let h = Hedging::default().with_percentile(p);
             assert!(h.is_off(), "{p}");

@@ -66,6 +66,6 @@ pub use engine::{
     DEFAULT_READ_BYTES,
 };
 pub use file::ObjectFile;
-pub use hedge::{Hedging, WINDOW};
+pub use hedge::{Hedging, MAX_WAIT, WINDOW};
 pub use object_store;
 pub use url::is_object_url;
