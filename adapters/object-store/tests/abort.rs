@@ -5,11 +5,9 @@
 
 mod common;
 
-use common::{drain, pool, runtime, stamped_bytes, wait_until, watchdog};
+use common::{drain, pool, put_stamped, runtime, wait_until, watchdog};
 use futures::StreamExt;
 use object_store::memory::InMemory;
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use pagestream::{source, BufferPool, EngineFile, ReadStream};
 use pagestream_object_store::testing::Stalling;
 use pagestream_object_store::{Hedging, ObjectFile, ObjectStoreEngine};
@@ -31,18 +29,7 @@ fn setup(
         .hedging(Hedging::off())
         .build()
         .expect("engine");
-    let file = rt.block_on(async {
-        let path = ObjectPath::from("t");
-        store
-            .put(&path, PutPayload::from(stamped_bytes(SEED, N, 0)))
-            .await
-            .expect("put");
-        let dyn_store: Arc<dyn ObjectStore> = Arc::clone(&store) as _;
-        engine
-            .open(dyn_store, path, "memory:///t")
-            .await
-            .expect("open")
-    });
+    let file = rt.block_on(put_stamped(&engine, &store, SEED, N));
     (engine, file, store)
 }
 

@@ -4,10 +4,8 @@
 
 mod common;
 
-use common::{drain, pool, runtime, stamped_bytes, watchdog, BS};
+use common::{drain, pool, put_stamped, runtime, watchdog, BS};
 use object_store::memory::InMemory;
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use pagestream::{source, ReadStream};
 use pagestream_object_store::testing::Stalling;
 use pagestream_object_store::{Hedging, ObjectStoreEngine, ObjectStoreStats};
@@ -30,16 +28,7 @@ fn scan(hedging: Hedging) -> (ObjectStoreStats, u64, u64) {
         .build()
         .expect("engine");
     let reads = rt.block_on(watchdog("hedged scan", async {
-        let path = ObjectPath::from("t");
-        store
-            .put(&path, PutPayload::from(stamped_bytes(SEED, N, 0)))
-            .await
-            .expect("put");
-        let dyn_store: Arc<dyn ObjectStore> = Arc::clone(&store) as _;
-        let file = engine
-            .open(dyn_store, path, "memory:///t")
-            .await
-            .expect("open");
+        let file = put_stamped(&engine, &store, SEED, N).await;
         assert_eq!(file.len(), N * BS as u64);
         let pool = pool(512);
         let mut s = ReadStream::builder(&pool, engine.clone(), file)

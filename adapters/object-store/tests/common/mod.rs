@@ -430,6 +430,26 @@ pub async fn drain<E: IoEngine, S: BlockSource>(
     .await
 }
 
+/// Puts an object of `nblocks` stamped blocks (`seed`) as `t` in `store`
+/// and opens it on `engine`, as `memory:///t`.
+pub async fn put_stamped<S: ObjectStore>(
+    engine: &ObjectStoreEngine,
+    store: &Arc<S>,
+    seed: u64,
+    nblocks: u64,
+) -> ObjectFile {
+    let path = ObjectPath::from("t");
+    store
+        .put(&path, PutPayload::from(stamped_bytes(seed, nblocks, 0)))
+        .await
+        .expect("put");
+    let dyn_store: Arc<dyn ObjectStore> = Arc::clone(store) as _;
+    engine
+        .open(dyn_store, path, "memory:///t")
+        .await
+        .expect("open")
+}
+
 /// A pool of `frames` frames of [`BS`] bytes.
 pub fn pool(frames: usize) -> BufferPool {
     BufferPool::new(frames, BS).expect("pool")
