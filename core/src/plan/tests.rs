@@ -276,6 +276,8 @@ struct Outcome {
     out: Vec<(u64, usize, bool)>,
     sim: Sim,
     max_planner_pins: usize,
+    /// The largest look-ahead distance seen.
+    max_distance: usize,
     planner_pins_end: usize,
 }
 
@@ -290,13 +292,40 @@ fn drive(
     seed: u64,
     fail_every: u64,
 ) -> Outcome {
+    drive_spare(
+        seq,
+        nblocks,
+        cached,
+        c,
+        hold,
+        seed,
+        fail_every,
+        usize::MAX / 4,
+    )
+}
+
+/// [`drive`], with the pool sparing the stream `avail` frames for
+/// look-ahead.
+#[allow(clippy::too_many_arguments)]
+fn drive_spare(
+    seq: &[u64],
+    nblocks: u64,
+    cached: &[u64],
+    c: PlanConfig,
+    hold: usize,
+    seed: u64,
+    fail_every: u64,
+    avail: usize,
+) -> Outcome {
     let budget = c.budget;
     let mut sim = Sim::new(seq, nblocks, cached, 10_000, c.combine);
+    sim.avail = avail;
     let mut p: Planner<usize> = Planner::new(c);
     let mut rng = crate::testing::SplitMix::new(seed);
     let mut held: std::collections::VecDeque<u32> = Default::default();
     let mut out = Vec::new();
     let mut max_planner_pins = 0;
+    let mut max_distance = 0;
     let mut steps = 0;
     loop {
         steps += 1;
@@ -368,6 +397,7 @@ fn drive(
         );
         let planner_pins = sim.pins() - held.len();
         max_planner_pins = max_planner_pins.max(planner_pins);
+        max_distance = max_distance.max(p.distance());
         assert!(
             planner_pins <= budget.max(1),
             "look-ahead pins {planner_pins} above budget {budget}"
@@ -381,6 +411,7 @@ fn drive(
         out,
         sim,
         max_planner_pins,
+        max_distance,
         planner_pins_end,
     }
 }
@@ -440,6 +471,50 @@ proptest! {
         if !backward {
             prop_assert!(o.sim.reads.iter().all(|r| !r.2), "backward read with combining off");
         }
+    }
+
+    #[test]
+    fn look_ahead_stays_within_the_frames_the_pool_spares(
+        seq in sequences(),
+        cached in prop::collection::vec(0u64..70, 0..20),
+        max_ios in 0usize..6,
+        combine in 1usize..9,
+        full_look_ahead in any::<bool>(),
+        retry_blocks in any::<bool>(),
+        fail_every in prop::sample::select(vec![0u64, 3]),
+        avail in 1usize..24,
+        seed in any::<u64>(),
+    ) {
+        // Frames bind: the pool spares fewer than the pin budget. However
+        // the distance is raised (full look-ahead) and whatever fails, the
+        // stream pins no more than it was spared, and order and
+        // exactly-once hold.
+        let nblocks = 64;
+        let c = PlanConfig {
+            full_look_ahead,
+            retry_blocks,
+            ..cfg(max_ios, combine, true, false)
+        };
+        let budget = c.budget;
+        let o = drive_spare(&seq, nblocks, &cached, c, 1, seed, fail_every, avail);
+        prop_assert_eq!(o.out.len(), seq.len());
+        for (i, (b, d, _)) in o.out.iter().enumerate() {
+            prop_assert_eq!((*b, *d), (seq[i], i));
+        }
+        if fail_every == 0 {
+            prop_assert_eq!(&o.out, &oracle(&seq, nblocks));
+        }
+        prop_assert!(o.sim.violations.is_empty(), "{:?}", o.sim.violations);
+        prop_assert!(o.sim.max_in_flight <= max_ios.max(1));
+        prop_assert!(
+            o.max_planner_pins <= budget.min(avail),
+            "{} pins with {} spared and a budget of {}", o.max_planner_pins, avail, budget
+        );
+        prop_assert!(
+            o.max_distance <= budget.min(avail).max(1),
+            "distance {} with {} spared and a budget of {}", o.max_distance, avail, budget
+        );
+        prop_assert_eq!(o.planner_pins_end, 0, "pins left behind");
     }
 
     #[test]
