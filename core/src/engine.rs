@@ -1024,15 +1024,7 @@ impl std::future::Future for Abandoned {
             watchers.register(&mut this.key, cx.waker());
             this.waker = Some(cx.waker().clone());
         }
-        let releases = watchers.releases();
-        if this.seen == Some(releases) {
-            return std::task::Poll::Pending;
-        }
-        // Frames the read has published since are VALID; a pin on one (the
-        // consumer holding its page, or even a later block in that frame)
-        // only keeps the read going, which is always correct.
-        if this.frames.iter().any(|&f| this.pool.is_pinned(f)) {
-            this.seen = Some(releases);
+        if this.pool.still_pinned(&this.frames, &mut this.seen) {
             std::task::Poll::Pending
         } else {
             watchers.unregister(&mut this.key);

@@ -3,7 +3,7 @@
 //! Everything else imports from here, so `RUSTFLAGS="--cfg pagestream_loom"` swaps in
 //! [loom](https://docs.rs/loom)'s model-checked versions without forking the
 //! code (tokio's `loom` indirection). Only the frame-state protocol and the
-//! waiter hand-off are modelled; see `pool/loom_tests.rs`.
+//! waiter and watcher hand-offs are modelled; see `pool/loom_tests.rs`.
 
 #[cfg(not(pagestream_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};

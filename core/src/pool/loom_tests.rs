@@ -148,3 +148,37 @@ fn loom_install_keeps_a_pin_taken_through_a_wrapped_stale_slot() {
         assert_eq!(frame::pins(p.header(f1).load()), 0);
     });
 }
+
+/// A read's watcher (`ReadRequest::abandoned`) looking at its frame's pins
+/// while the stream holding the pin releases it (a reset or a drop) is never
+/// left asleep: either it sees the pin gone, or the release wakes it.
+#[test]
+fn loom_abandoned_watcher_is_never_lost() {
+    loom::model(|| {
+        let pool = pool(1);
+        let p = Arc::clone(&pool.inner);
+        let mut v = p.file_view(FileId::new(4));
+        // The stream's read of block 0: IO, pinned by the stream.
+        let f = match p.lookup(&mut v, 0, None).unwrap() {
+            Lookup::Read(f) => f,
+            other => panic!("{other:?}"),
+        };
+        let flag = std::sync::Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(std::sync::Arc::clone(&flag));
+        let p2 = Arc::clone(&p);
+        let stream = loom::thread::spawn(move || {
+            p2.unpin(f);
+            p2.watchers.released();
+        });
+        let mut key = None;
+        let mut seen = None;
+        p.watchers.register(&mut key, &waker);
+        let wanted = p.still_pinned(&[f], &mut seen);
+        stream.join().unwrap();
+        assert!(!wanted || flag.0.load(Ordering::SeqCst), "watcher lost");
+        // Looked at again, as a woken watcher does: the pin is gone.
+        assert!(!p.still_pinned(&[f], &mut seen));
+        p.watchers.unregister(&mut key);
+        p.finish_io(f, false);
+    });
+}

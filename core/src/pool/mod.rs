@@ -395,6 +395,28 @@ impl PoolInner {
         frame::pins(self.header(f).load()) != 0
     }
 
+    /// For a watcher already registered in `watchers`: whether a pin is
+    /// still held on one of `frames`. `seen` is the release count when
+    /// the pins were last found held: while no stream has released pins
+    /// since, they still are, and the frames are not looked at again. Read
+    /// after registering (see `watchers.rs`): a release this misses wakes
+    /// the watcher.
+    pub(crate) fn still_pinned(&self, frames: &[u32], seen: &mut Option<u64>) -> bool {
+        let releases = self.watchers.releases();
+        if *seen == Some(releases) {
+            return true;
+        }
+        // Frames a read has published since are VALID; a pin on one (the
+        // consumer holding its page, or a later block in that frame) only
+        // keeps the read going, which is always correct.
+        if frames.iter().any(|&f| self.is_pinned(f)) {
+            *seen = Some(releases);
+            true
+        } else {
+            false
+        }
+    }
+
     #[inline]
     pub(crate) fn unpin(&self, f: u32) {
         self.header(f).unpin();

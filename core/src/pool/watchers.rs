@@ -9,20 +9,23 @@
 //! the pool's release count and wakes every registered watcher, which then
 //! looks at its frames' pins again ([`crate::engine::Abandoned`]).
 //!
-//! The hand-off cannot lose a wake-up: a watcher registers its waker, then
-//! reads the release count, then the pins. A release unpins, then bumps the
-//! count, then wakes whatever is registered: either the watcher sees the
-//! released pins, or it is registered in time to be woken.
+//! The hand-off cannot lose a wake-up: a watcher registers its waker under
+//! the lock, then reads the release count, then the pins. A release unpins,
+//! bumps the count, then takes the same lock and wakes whatever is
+//! registered. If the release takes the lock first, the watcher's lock
+//! comes after it and the watcher sees the pins released; otherwise the
+//! release finds the waker. (A check of a watcher count outside the lock
+//! would save a release the lock, but only under sequential consistency of
+//! two variables, which `pool/loom_tests.rs` cannot check: releases are rare
+//! enough to take it.)
 
-use crate::sync::{lock, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use std::task::Waker;
 
 #[derive(Debug, Default)]
 pub(crate) struct Watchers {
     /// Times a stream released look-ahead pins (reset, close or drop).
     releases: AtomicU64,
-    /// Registered watchers (checked before taking the lock on a release).
-    count: AtomicUsize,
     slots: Mutex<Slots>,
 }
 
@@ -35,7 +38,7 @@ struct Slots {
 impl Watchers {
     /// The release count: read after registering, before looking at pins.
     pub(crate) fn releases(&self) -> u64 {
-        self.releases.load(Ordering::SeqCst)
+        self.releases.load(Ordering::Acquire)
     }
 
     /// Registers `waker` (in `key`'s slot if it has one, else in a new slot
@@ -59,7 +62,6 @@ impl Watchers {
                     }
                 };
                 *key = Some(k);
-                self.count.fetch_add(1, Ordering::SeqCst);
             }
         }
     }
@@ -70,17 +72,16 @@ impl Watchers {
             let mut s = lock(&self.slots);
             s.wakers[k] = None;
             s.free.push(k);
-            self.count.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
     /// A stream has released pins: wakes every watcher so it looks again.
     pub(crate) fn released(&self) {
-        self.releases.fetch_add(1, Ordering::SeqCst);
-        if self.count.load(Ordering::SeqCst) == 0 {
+        self.releases.fetch_add(1, Ordering::AcqRel);
+        let woken: Vec<Waker> = lock(&self.slots).wakers.iter().flatten().cloned().collect();
+        if woken.is_empty() {
             return;
         }
-        let woken: Vec<Waker> = lock(&self.slots).wakers.iter().flatten().cloned().collect();
         // Outside the lock: a waker may poll and register again.
         for w in woken {
             w.wake();
