@@ -721,22 +721,7 @@ impl ReadRequest {
     /// their own memory, like the in-memory engine or a DMA engine that owns
     /// its buffers). Returns the bytes copied.
     pub fn copy_from(&mut self, src: &[u8]) -> usize {
-        let mut copied = 0;
-        for (ptr, len) in self.runs() {
-            let n = len.min(src.len() - copied);
-            // SAFETY: `ptr..ptr + len` is a run of frames this request owns
-            // the IO status of (frame.rs rule 1), inside the pool's
-            // allocation (see `buffers_mut`); `&mut self` means no other
-            // borrow of them exists, and `src` is a shared slice that cannot
-            // overlap frames we own exclusively. `n <= len` and
-            // `copied + n <= src.len()`.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(copied), ptr, n) };
-            copied += n;
-            if copied == src.len() {
-                break;
-            }
-        }
-        copied
+        self.copy_at(0, src)
     }
 
     /// Whether a stream still wants this read: some stream holds a pin on

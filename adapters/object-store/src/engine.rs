@@ -474,20 +474,16 @@ async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Re
     let sent = Instant::now();
     let primary = get(inner, file, range.clone());
     if inner.latencies.threshold().is_none() {
-        let res = primary
-            .await
-            .map_err(|e| store_error(&file.name, Some(&range), e))?;
-        inner.answered(sent.elapsed());
-        return stream_into(inner, file, &range, res, req).await;
+        let res = answer(inner, file, &range, sent, primary.await)?;
+        return copy_body(inner, file, &range, res.into_stream(), req).await;
     }
     let waiting = inner.latencies.sent();
     tokio::pin!(primary);
     let _hedge = tokio::select! {
         r = &mut primary => {
             drop(waiting);
-            let res = r.map_err(|e| store_error(&file.name, Some(&range), e))?;
-            inner.answered(sent.elapsed());
-            return stream_into(inner, file, &range, res, req).await;
+            let res = answer(inner, file, &range, sent, r)?;
+            return copy_body(inner, file, &range, res.into_stream(), req).await;
         }
         slot = hedge_due(inner, sent, &waiting) => slot,
     };
@@ -515,13 +511,14 @@ async fn fetch(inner: &Inner, file: &FileInner, req: &mut ReadRequest) -> io::Re
     if won {
         bump(&inner.counters.hedge_won, 1);
     }
-    let want = (range.end - range.start) as usize;
-    let mut at = 0;
-    for chunk in &body {
-        at += req.copy_at(at, &chunk[..chunk.len().min(want - at)]);
-    }
-    bump(&inner.counters.bytes, at as u64);
-    check_complete(file, &range, at)
+    copy_body(
+        inner,
+        file,
+        &range,
+        futures::stream::iter(body.into_iter().map(Ok)),
+        req,
+    )
+    .await
 }
 
 /// Reads in flight per hedge in flight, at most.
@@ -633,17 +630,31 @@ async fn get(
     file.store.get_opts(&file.location, opts).await
 }
 
-/// Copies a GET's body into `req` as it arrives.
-async fn stream_into(
+/// A GET's answer, recorded as answered `sent` ago, or its error naming
+/// the object and `range`.
+fn answer(
     inner: &Inner,
     file: &FileInner,
     range: &std::ops::Range<u64>,
-    res: GetResult,
+    sent: Instant,
+    r: object_store::Result<GetResult>,
+) -> io::Result<GetResult> {
+    let res = r.map_err(|e| store_error(&file.name, Some(range), e))?;
+    inner.answered(sent.elapsed());
+    check_range(file, range, &res)?;
+    Ok(res)
+}
+
+/// Copies `body`, the bytes of `range`, into `req` as it arrives, up to
+/// the range's end.
+async fn copy_body(
+    inner: &Inner,
+    file: &FileInner,
+    range: &std::ops::Range<u64>,
+    mut body: impl futures::Stream<Item = object_store::Result<bytes::Bytes>> + Unpin,
     req: &mut ReadRequest,
 ) -> io::Result<usize> {
-    check_range(file, range, &res)?;
     let want = (range.end - range.start) as usize;
-    let mut body = res.into_stream();
     let mut at = 0;
     while let Some(chunk) = body.next().await {
         match chunk {
@@ -676,11 +687,7 @@ async fn collect(
     get: impl std::future::Future<Output = object_store::Result<GetResult>>,
     sent: Instant,
 ) -> io::Result<Vec<bytes::Bytes>> {
-    let res = get
-        .await
-        .map_err(|e| store_error(&file.name, Some(range), e))?;
-    inner.answered(sent.elapsed());
-    check_range(file, range, &res)?;
+    let res = answer(inner, file, range, sent, get.await)?;
     let mut body = res.into_stream();
     let mut chunks = Vec::new();
     while let Some(chunk) = body.next().await {
