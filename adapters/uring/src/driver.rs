@@ -52,13 +52,12 @@
 use crate::op::{Kind, ReadOp};
 use crate::UringFile;
 use io_uring::{opcode, squeue, types, IoUring};
-use pagestream::ReadRequest;
-use std::cell::{Cell, RefCell};
+use pagestream::{EngineFile, ReadRequest};
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Wake;
 
 /// `user_data` of the `eventfd` poll's completions.
@@ -111,16 +110,23 @@ pub(crate) struct Config {
     pub(crate) defer_taskrun: bool,
 }
 
+/// Locks `m`, ignoring poisoning: no lock of the driver is held while user
+/// code runs, so a poisoned lock only means a panic in the driver's own
+/// bookkeeping, which leaves the data consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What the driver did so far (the engine's statistics).
 #[derive(Default)]
 struct Counters {
-    reads: Cell<u64>,
-    vectored: Cell<u64>,
-    bounced: Cell<u64>,
-    bytes: Cell<u64>,
-    submit_calls: Cell<u64>,
-    waits: Cell<u64>,
-    remote_wakes: Cell<u64>,
+    reads: AtomicU64,
+    vectored: AtomicU64,
+    bounced: AtomicU64,
+    bytes: AtomicU64,
+    submit_calls: AtomicU64,
+    waits: AtomicU64,
+    remote_wakes: AtomicU64,
 }
 
 /// What a [`UringEngine`](crate::UringEngine) (and its runtime) did so far.
@@ -156,6 +162,18 @@ impl EngineStats {
             ("remote_wakes", self.remote_wakes),
         ])
     }
+}
+
+/// What one [`Driver::reap_for`] did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Reaped {
+    /// CQEs taken from the completion queue.
+    pub(crate) taken: usize,
+    /// Reads completed (of the file asked for, and deferred ones).
+    pub(crate) completed: usize,
+    /// Whether reads of other files were deferred (someone must reap every
+    /// file soon).
+    pub(crate) deferred: bool,
 }
 
 /// Reads in flight, keyed by the SQE's `user_data`: a slab (a `Vec` of
@@ -261,32 +279,47 @@ impl Wake for Signal {
     }
 }
 
-/// One io_uring and the reads in flight on it. `!Send`: it belongs to the
-/// thread of the [`UringRuntime`](crate::UringRuntime) that made it.
+/// One io_uring and the reads in flight on it.
+///
+/// `Sync`: a [`UringRuntime`](crate::UringRuntime) uses it from its own
+/// thread only, a [`UringTokioEngine`](crate::UringTokioEngine) from every
+/// thread that starts or helps a read and from its reaper task. The
+/// submission queue and the completion queue each have a lock (`sq`, `cq`),
+/// taken only around pushing or taking entries, never around a system call
+/// or user code; `cq` is taken before `ops`. Waiting in the kernel
+/// (`io_uring_enter`) takes no lock.
 pub(crate) struct Driver {
-    ring: RefCell<IoUring>,
+    ring: IoUring,
+    /// Held while an SQE is pushed (`submission_shared`).
+    sq: Mutex<()>,
+    /// Held while CQEs are taken (`completion_shared`).
+    cq: Mutex<()>,
     /// Every read whose SQE was pushed and whose CQE is not yet reaped
     /// (module docs: the safety of the memory handed to the kernel).
-    ops: RefCell<Ops>,
+    ops: Mutex<Ops>,
+    /// Reads whose CQEs a [`reap_for`](Driver::reap_for) limited to one
+    /// file took, but which read another file: completed by the next reap
+    /// of every file. Their CQEs are in, so the kernel is done with them.
+    deferred: Mutex<Vec<(ReadOp, i32)>>,
     /// SQEs pushed since the last submission.
-    queued: Cell<u32>,
+    queued: AtomicU32,
     /// Submit once this many SQEs are queued (and always before waiting).
     submit_batch: u32,
     /// `IORING_SETUP_DEFER_TASKRUN`: completions are posted only inside an
     /// `io_uring_enter` that asks for events.
     defer_taskrun: bool,
     /// Whether the eventfd poll is armed in the ring.
-    wake_armed: Cell<bool>,
+    wake_armed: AtomicBool,
     /// Whether a `block_on` of this driver's runtime is running (reads are
     /// only reaped there; a read started elsewhere would never complete).
-    pub(crate) entered: Cell<bool>,
+    pub(crate) entered: AtomicBool,
     pub(crate) signal: Arc<Signal>,
     /// Reads whose CQEs `reap` took, with their results (kept to reuse the
     /// allocation).
-    reaped: RefCell<Vec<(ReadOp, i32)>>,
+    reaped: Mutex<Vec<(ReadOp, i32)>>,
     /// Whether the kernel takes a multishot poll (5.13+); else the eventfd
     /// poll is one-shot, re-armed before each wait.
-    wake_multishot: Cell<bool>,
+    wake_multishot: AtomicBool,
     /// `IORING_SETUP_SQPOLL`: a kernel thread takes the submissions.
     sqpoll: bool,
     counters: Counters,
@@ -295,7 +328,7 @@ pub(crate) struct Driver {
 impl fmt::Debug for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Driver")
-            .field("in_flight", &self.ops.borrow().len)
+            .field("in_flight", &self.in_flight())
             .field("submit_batch", &self.submit_batch)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
@@ -334,16 +367,19 @@ impl Driver {
             )
         })?;
         Ok(Driver {
-            ring: RefCell::new(ring),
-            ops: RefCell::new(Ops::default()),
-            queued: Cell::new(0),
+            ring,
+            sq: Mutex::new(()),
+            cq: Mutex::new(()),
+            ops: Mutex::new(Ops::default()),
+            deferred: Mutex::new(Vec::new()),
+            queued: AtomicU32::new(0),
             submit_batch: cfg.submit_batch.max(1),
             defer_taskrun: cfg.defer_taskrun,
-            wake_armed: Cell::new(false),
-            entered: Cell::new(false),
+            wake_armed: AtomicBool::new(false),
+            entered: AtomicBool::new(false),
             signal: Arc::new(Signal::new()?),
-            reaped: RefCell::new(Vec::new()),
-            wake_multishot: Cell::new(true),
+            reaped: Mutex::new(Vec::new()),
+            wake_multishot: AtomicBool::new(true),
             sqpoll: cfg.sqpoll_idle_ms.is_some(),
             counters: Counters::default(),
         })
@@ -351,24 +387,37 @@ impl Driver {
 
     pub(crate) fn stats(&self) -> EngineStats {
         let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         EngineStats {
-            reads: c.reads.get(),
-            vectored: c.vectored.get(),
-            bounced: c.bounced.get(),
-            bytes: c.bytes.get(),
-            submit_calls: c.submit_calls.get(),
-            waits: c.waits.get(),
-            remote_wakes: c.remote_wakes.get(),
+            reads: get(&c.reads),
+            vectored: get(&c.vectored),
+            bounced: get(&c.bounced),
+            bytes: get(&c.bytes),
+            submit_calls: get(&c.submit_calls),
+            waits: get(&c.waits),
+            remote_wakes: get(&c.remote_wakes),
         }
     }
 
     /// Reads in flight (pushed, CQE not yet reaped).
     pub(crate) fn in_flight(&self) -> usize {
-        self.ops.borrow().len
+        lock(&self.ops).len
     }
 
-    fn bump(c: &Cell<u64>, by: u64) {
-        c.set(c.get() + by);
+    /// The ring's descriptor (for a reactor to poll: it is readable while
+    /// completions wait in the queue).
+    pub(crate) fn ring_fd(&self) -> std::os::fd::RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Whether submission queue entries are pushed in batches larger than
+    /// one (the tokio engine refuses that: nothing would flush a batch).
+    pub(crate) fn submit_batch(&self) -> u32 {
+        self.submit_batch
+    }
+
+    fn bump(c: &AtomicU64, by: u64) {
+        c.fetch_add(by, Ordering::Relaxed);
     }
 
     /// Starts reading `req` from `file`: builds its SQE, keeps its op, and
@@ -383,7 +432,7 @@ impl Driver {
             Kind::Vectored => Self::bump(&c.vectored, 1),
             Kind::Bounced => Self::bump(&c.bounced, 1),
         }
-        let key = self.ops.borrow_mut().insert(op);
+        let key = lock(&self.ops).insert(op);
         let sqe = sqe.user_data(key as u64);
         // SAFETY: `sqe` points only into the op just stored under `key` (its
         // request's frames, its iovec array or bounce buffer, its file's
@@ -392,14 +441,13 @@ impl Driver {
         // `Drop` has waited for that CQE; nothing else removes it.
         if let Err(e) = unsafe { self.push_sqe(&sqe) } {
             // Never reached the ring: the kernel has no pointer into the op.
-            let op = self.ops.borrow_mut().remove(key);
+            let op = lock(&self.ops).remove(key);
             if let Some(op) = op {
                 drop(op.into_request().complete(Err(e)));
             }
             return;
         }
-        self.queued.set(self.queued.get() + 1);
-        if self.queued.get() >= self.submit_batch {
+        if self.queued.fetch_add(1, Ordering::AcqRel) + 1 >= self.submit_batch {
             self.submit();
         }
     }
@@ -411,10 +459,15 @@ impl Driver {
     /// Whatever `sqe` points to must stay valid until its CQE is reaped.
     unsafe fn push_sqe(&self, sqe: &squeue::Entry) -> io::Result<()> {
         for _ in 0..3 {
-            let mut ring = self.ring.borrow_mut();
-            // SAFETY: the caller keeps the SQE's memory valid until its CQE.
-            if unsafe { ring.submission().push(sqe) }.is_ok() {
-                return Ok(());
+            {
+                let _sq = lock(&self.sq);
+                // SAFETY: `submission_shared` needs no other submission queue
+                // handle to be in use at the same time: every push holds the
+                // `sq` lock (`Drop`, with `&mut self`, holds no other). The
+                // caller keeps the SQE's memory valid until its CQE.
+                if unsafe { self.ring.submission_shared().push(sqe) }.is_ok() {
+                    return Ok(());
+                }
             }
             if self.sqpoll {
                 // The kernel thread takes entries on its own, but only while
@@ -432,7 +485,7 @@ impl Driver {
                 // passed; the flags only wake the SQ thread and wait for
                 // room in the submission queue.
                 let r = unsafe {
-                    ring.submitter().enter::<libc::sigset_t>(
+                    self.ring.submitter().enter::<libc::sigset_t>(
                         0,
                         0,
                         IORING_ENTER_SQ_WAKEUP | IORING_ENTER_SQ_WAIT,
@@ -440,11 +493,10 @@ impl Driver {
                     )
                 };
                 if r.is_ok() {
-                    self.queued.set(0);
+                    self.queued.store(0, Ordering::Release);
                 }
                 continue;
             }
-            drop(ring);
             self.submit();
         }
         Err(io::Error::other(
@@ -457,14 +509,21 @@ impl Driver {
     /// (`EBUSY` while completions overflow, `EINTR`): the SQEs stay queued
     /// and go with the next submission or wait.
     pub(crate) fn submit(&self) {
-        if self.queued.get() == 0 && self.ring.borrow_mut().submission().is_empty() {
+        if self.queued.load(Ordering::Acquire) == 0 && self.sq_is_empty() {
             return;
         }
         Self::bump(&self.counters.submit_calls, 1);
         self.sqpoll_fence();
-        if self.ring.borrow().submit().is_ok() {
-            self.queued.set(0);
+        if self.ring.submit().is_ok() {
+            self.queued.store(0, Ordering::Release);
         }
+    }
+
+    /// Whether no SQE waits in the submission queue for the kernel.
+    fn sq_is_empty(&self) -> bool {
+        let _sq = lock(&self.sq);
+        // SAFETY: as in `push_sqe`, under the `sq` lock.
+        unsafe { self.ring.submission_shared() }.is_empty()
     }
 
     /// With SQPOLL, orders the publication of the submission queue's tail
@@ -481,38 +540,67 @@ impl Driver {
 
     /// Completes every read whose CQE is in, without a system call, and
     /// pushes their remainders. Returns how many CQEs it took.
+    pub(crate) fn reap(&self) -> usize {
+        self.reap_for(None, || {}).taken
+    }
+
+    /// Completes the reads whose CQEs are in (of `only`'s file if given;
+    /// also those deferred by earlier reaps if not), without a system call,
+    /// and pushes their remainders. `on_deferred` is called, before any read
+    /// is completed, if reads of other files were deferred (someone must
+    /// reap every file soon).
     ///
     /// Two phases: first every CQE is taken and each read's op moved out of
-    /// the table, then the reads are completed. A read whose CQE is gone
-    /// thus never stays in the table (nothing would ever finish it, and
-    /// `Drop` would wait for it forever). A panic while completing one (a
-    /// hook, a filter, a waker) is caught; the other reads are completed
+    /// the table, then the reads are completed with no lock held. A read
+    /// whose CQE is gone thus never stays in the table (nothing would ever
+    /// finish it, and `Drop` would wait for it forever). A read of another
+    /// file than `only` is kept in `deferred` (its CQE is in: the kernel is
+    /// done with it) for a reap of every file. A panic while completing one
+    /// (a hook, a filter, a waker) is caught; the other reads are completed
     /// (and their remainders pushed) all the same, and the first panic is
     /// resumed at the end. Reads still in flight stay in the table either
     /// way.
-    pub(crate) fn reap(&self) -> usize {
-        let mut done = std::mem::take(&mut *self.reaped.borrow_mut());
-        let mut n = 0;
+    pub(crate) fn reap_for(&self, only: Option<&UringFile>, on_deferred: impl FnOnce()) -> Reaped {
+        let mut done = std::mem::take(&mut *lock(&self.reaped));
+        let mut out = Reaped::default();
+        if only.is_none() {
+            done.append(&mut lock(&self.deferred));
+        }
         {
-            let mut ring = self.ring.borrow_mut();
-            let mut ops = self.ops.borrow_mut();
-            for cqe in ring.completion() {
-                n += 1;
+            let _cq = lock(&self.cq);
+            let mut ops = lock(&self.ops);
+            let mut deferred = None;
+            // SAFETY: `completion_shared` needs no other completion queue
+            // handle to be in use at the same time: every reap holds the
+            // `cq` lock (`Drop`, with `&mut self`, holds no other).
+            for cqe in unsafe { self.ring.completion_shared() } {
+                out.taken += 1;
                 match cqe.user_data() {
                     WAKE_TOKEN => self.wake_cqe(cqe.result(), cqe.flags()),
                     CANCEL_TOKEN => {}
                     key => {
                         // The CQE is in: the kernel is done with the op's memory.
-                        if let Some(op) = ops.remove(key as usize) {
-                            done.push((op, cqe.result()));
+                        let Some(op) = ops.remove(key as usize) else {
+                            continue;
+                        };
+                        match only {
+                            Some(f) if op.file().id() != f.id() => deferred
+                                .get_or_insert_with(|| lock(&self.deferred))
+                                .push((op, cqe.result())),
+                            _ => done.push((op, cqe.result())),
                         }
                     }
                 }
             }
+            out.deferred = deferred.is_some();
         }
+        if out.deferred {
+            on_deferred();
+        }
+        out.completed = done.len();
         let mut panic = None;
         for (op, res) in done.drain(..) {
-            // No borrow of the driver is held here: completing wakes tasks
+            // No lock of the driver is held here: completing wakes tasks
             // and runs hooks (and a failed push of a remainder completes
             // it with the error).
             catching(&mut panic, || {
@@ -526,11 +614,11 @@ impl Driver {
                 }
             });
         }
-        *self.reaped.borrow_mut() = done;
+        *lock(&self.reaped) = done;
         if let Some(p) = panic {
             std::panic::resume_unwind(p);
         }
-        n
+        out
     }
 
     /// The eventfd poll fired (`res` > 0), failed, or ended.
@@ -538,12 +626,12 @@ impl Driver {
         if res >= 0 {
             self.signal.drain();
             Self::bump(&self.counters.remote_wakes, 1);
-        } else if res == -libc::EINVAL && self.wake_multishot.get() {
+        } else if res == -libc::EINVAL && self.wake_multishot.load(Ordering::Relaxed) {
             // A kernel before 5.13: no multishot poll; use one-shot polls.
-            self.wake_multishot.set(false);
+            self.wake_multishot.store(false, Ordering::Relaxed);
         }
         if res < 0 || !io_uring::cqueue::more(flags) {
-            self.wake_armed.set(false);
+            self.wake_armed.store(false, Ordering::Relaxed);
         }
     }
 
@@ -551,20 +639,20 @@ impl Driver {
     /// eventfd poll's for a wake-up from another thread), submitting
     /// anything queued on the way. Returns at once if a CQE is already in.
     pub(crate) fn wait(&self) {
-        if !self.wake_armed.get() {
+        if !self.wake_armed.load(Ordering::Relaxed) {
             let poll =
                 opcode::PollAdd::new(types::Fd(self.signal.efd.as_raw_fd()), libc::POLLIN as u32)
-                    .multi(self.wake_multishot.get())
+                    .multi(self.wake_multishot.load(Ordering::Relaxed))
                     .build()
                     .user_data(WAKE_TOKEN);
             // SAFETY: a poll SQE points to no memory; its descriptor is the
             // signal's eventfd, which lives as long as the driver (and the
             // ring is dropped first, with the driver's fields in order).
             if unsafe { self.push_sqe(&poll) }.is_ok() {
-                self.wake_armed.set(true);
+                self.wake_armed.store(true, Ordering::Relaxed);
             }
         }
-        if !self.wake_armed.get() && self.in_flight() == 0 {
+        if !self.wake_armed.load(Ordering::Relaxed) && self.in_flight() == 0 {
             // No read will end the wait and a wake-up from another thread
             // could not reach the ring: do not block in the kernel.
             self.submit();
@@ -575,9 +663,17 @@ impl Driver {
         self.sqpoll_fence();
         // EINTR, or EBUSY while completions overflow: the caller reaps and
         // comes back.
-        if self.ring.borrow().submit_and_wait(1).is_ok() {
-            self.queued.set(0);
+        if self.ring.submit_and_wait(1).is_ok() {
+            self.queued.store(0, Ordering::Release);
         }
+    }
+
+    /// Waits in the kernel until a CQE is in, with no eventfd poll armed
+    /// (for when no other thread's wake-up must end the wait). Returns
+    /// whether the wait succeeded (`EINTR` and `EBUSY` do not).
+    pub(crate) fn wait_for_completion(&self) -> bool {
+        self.sqpoll_fence();
+        self.ring.submit_and_wait(1).is_ok()
     }
 
     /// With deferred task running, has the kernel post the completions it
@@ -588,12 +684,12 @@ impl Driver {
         if !self.defer_taskrun || self.in_flight() == 0 {
             return;
         }
-        let ring = self.ring.borrow();
         // SAFETY: no SQEs are submitted (to_submit 0) and no argument
         // pointer is passed; GETEVENTS with min_complete 0 only runs the
         // ring's pending task work and returns.
         let _ = unsafe {
-            ring.submitter()
+            self.ring
+                .submitter()
                 .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
         };
     }
@@ -625,16 +721,23 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // Reads deferred by a reap of one file are done (their CQEs are in):
+        // dropping them cancels their requests. A panic there (user code) is
+        // held like the others below.
+        let mut panic = None;
+        let deferred = std::mem::take(
+            self.deferred
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        catching(&mut panic, || drop(deferred));
         let keys: Vec<u64> = {
-            let ops = self.ops.get_mut();
+            let ops = self.ops.get_mut().unwrap_or_else(PoisonError::into_inner);
             (0..ops.slots.len())
                 .filter(|&k| ops.slots[k].is_some())
                 .map(|k| k as u64)
                 .collect()
         };
-        if keys.is_empty() {
-            return;
-        }
         for key in keys {
             let cancel = opcode::AsyncCancel::new(key)
                 .build()
@@ -649,15 +752,16 @@ impl Drop for Driver {
         // until every CQE is in, so that no unwind leaves this loop with
         // reads the kernel may still write into (the field drop glue would
         // then close the ring and free the rest of them).
-        let mut panic = None;
         // Failed waits in a row (EINTR does not count: a signal handler may
         // interrupt us any number of times while reads are slow).
         let mut failures = 0;
-        while self.ops.get_mut().len > 0 {
-            self.sqpoll_fence();
-            let r = self.ring.get_mut().submit_and_wait(1);
-            let ring = self.ring.get_mut();
-            let done: Vec<u64> = ring.completion().map(|c| c.user_data()).collect();
+        let ops = self.ops.get_mut().unwrap_or_else(PoisonError::into_inner);
+        while ops.len > 0 {
+            if self.sqpoll {
+                std::sync::atomic::fence(Ordering::SeqCst);
+            }
+            let r = self.ring.submit_and_wait(1);
+            let done: Vec<u64> = self.ring.completion().map(|c| c.user_data()).collect();
             if !done.is_empty() {
                 failures = 0;
             }
@@ -666,7 +770,7 @@ impl Drop for Driver {
                     // The kernel is done with this op: dropping it drops the
                     // request unfinished, which returns its frames to EMPTY
                     // and tells its stream the read was cancelled.
-                    let op = self.ops.get_mut().remove(key as usize);
+                    let op = ops.remove(key as usize);
                     catching(&mut panic, || drop(op));
                 }
             }
@@ -677,7 +781,7 @@ impl Drop for Driver {
                         // The kernel keeps refusing to wait (a kernel bug):
                         // leak the reads (frames stay "being read") rather
                         // than free memory it may still write.
-                        std::mem::forget(std::mem::take(self.ops.get_mut()));
+                        std::mem::forget(std::mem::take(ops));
                         break;
                     }
                 }

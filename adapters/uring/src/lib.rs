@@ -78,7 +78,12 @@ mod driver;
 mod file;
 pub mod op;
 mod runtime;
+#[cfg(feature = "tokio")]
+mod tokio;
 
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use crate::tokio::{UringTokioBuilder, UringTokioEngine};
 pub use driver::EngineStats;
 pub use file::UringFile;
 pub use runtime::{UringBuilder, UringEngine, UringRuntime, DEFAULT_CQ_ENTRIES, DEFAULT_ENTRIES};

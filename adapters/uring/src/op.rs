@@ -55,6 +55,13 @@ pub struct ReadOp {
     kind: Kind,
 }
 
+// SAFETY: the one field that is not `Send` is the `iovec` array, whose raw
+// pointers point into the request's frames; the request (`Send`) owns those
+// frames exclusively until it is completed or dropped, and no Rust code
+// dereferences the pointers (only the kernel does, for the read). Moving the
+// op to another thread moves that ownership with it.
+unsafe impl Send for ReadOp {}
+
 impl fmt::Debug for ReadOp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadOp")

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::io;
 use std::pin::pin;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
@@ -175,7 +176,7 @@ struct Entered<'a>(&'a Driver);
 
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
-        self.0.entered.set(false);
+        self.0.entered.store(false, Ordering::Release);
     }
 }
 
@@ -219,10 +220,10 @@ impl UringRuntime {
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
         let d = &*self.driver;
         assert!(
-            !d.entered.get(),
+            !d.entered.load(Ordering::Acquire),
             "pagestream-uring: block_on called inside the same runtime's block_on"
         );
-        d.entered.set(true);
+        d.entered.store(true, Ordering::Release);
         let _entered = Entered(d);
         let waker = Waker::from(Arc::clone(&d.signal));
         let mut cx = Context::from_waker(&waker);
@@ -298,7 +299,7 @@ impl IoEngine for UringEngine {
     type File = UringFile;
 
     fn start_read(&self, file: &UringFile, req: ReadRequest) {
-        if !self.driver.entered.get() {
+        if !self.driver.entered.load(Ordering::Acquire) {
             let err = io::Error::other(
                 "pagestream-uring: a read was started outside UringRuntime::block_on; \
                  poll streams of a UringEngine inside its runtime's block_on",

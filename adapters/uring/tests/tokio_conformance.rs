@@ -1,0 +1,113 @@
+//! The core conformance suite on [`UringTokioEngine`], over real files
+//! buffered and O_DIRECT, under both tokio runtime flavours: the suite runs
+//! inside the runtime's `block_on` (as in `#[tokio::main]`) and in a task
+//! spawned on it.
+
+#![cfg(feature = "tokio")]
+
+mod common;
+
+use common::open;
+use pagestream::testing::conformance::run_all;
+use pagestream::testing::{require_named, DiskFiles};
+use pagestream_uring::{UringFile, UringTokioEngine};
+use std::io;
+use std::path::Path;
+
+fn harness(
+    engine: UringTokioEngine,
+    direct: bool,
+    name: &str,
+) -> DiskFiles<
+    UringTokioEngine,
+    impl Fn(&Path, usize) -> io::Result<UringFile> + Send + Sync + 'static,
+> {
+    DiskFiles::new(engine, name, move |path: &Path, block_size| {
+        open(path, block_size, direct)
+    })
+}
+
+fn runtime(multi: bool) -> tokio::runtime::Runtime {
+    if multi {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+    .expect("tokio runtime")
+}
+
+fn conformance(test: &str, multi: bool, direct: bool, spawned: bool) {
+    let rt = runtime(multi);
+    let Some(engine) = require_named(
+        test,
+        "io_uring",
+        rt.block_on(async { UringTokioEngine::new() }),
+    ) else {
+        return;
+    };
+    let name = format!(
+        "uring-tokio {} {}{}",
+        if multi {
+            "multi-thread"
+        } else {
+            "current-thread"
+        },
+        if direct { "O_DIRECT" } else { "buffered" },
+        if spawned { " spawned" } else { "" }
+    );
+    let h = harness(engine.clone(), direct, &name);
+    if spawned {
+        rt.block_on(async move {
+            tokio::spawn(async move { run_all(&h).await })
+                .await
+                .expect("conformance task")
+        });
+    } else {
+        rt.block_on(run_all(&h));
+    }
+    let st = engine.stats();
+    eprintln!("engine: {st:?}");
+    assert!(
+        st.reads > 0 && st.bytes > 0,
+        "no reads went through io_uring: {st:?}"
+    );
+    if direct {
+        assert!(st.bounced > 0, "unaligned remainders not bounced: {st:?}");
+    }
+    drop(rt);
+    assert_eq!(
+        engine.in_flight(),
+        0,
+        "reads left in flight after the suite"
+    );
+}
+
+#[test]
+fn multi_thread_buffered() {
+    conformance("multi_thread_buffered", true, false, false);
+}
+
+#[test]
+fn multi_thread_direct() {
+    conformance("multi_thread_direct", true, true, false);
+}
+
+#[test]
+fn multi_thread_direct_spawned() {
+    conformance("multi_thread_direct_spawned", true, true, true);
+}
+
+#[test]
+fn current_thread_buffered() {
+    conformance("current_thread_buffered", false, false, false);
+}
+
+#[test]
+fn current_thread_direct() {
+    conformance("current_thread_direct", false, true, false);
+}
