@@ -697,6 +697,11 @@ impl ReadRequest {
             .collect()
     }
 
+    /// Whether this request reads into frames of `pool`.
+    pub fn is_in(&self, pool: &crate::BufferPool) -> bool {
+        Arc::ptr_eq(&self.stream.pool, &pool.inner)
+    }
+
     /// Raw destination pointers and lengths (at most [`MAX_BUFFERS`]), as [`buffers_mut`](Self::buffers_mut),
     /// for engines that hand memory to the kernel (io_uring). The pointers stay valid, and
     /// exclusively this request's, until it is completed or dropped.

@@ -49,15 +49,15 @@
 //! resumed. An unwind never carries the driver out of a loop that still
 //! owes the kernel a wait.
 
-use crate::op::{Kind, ReadOp};
+use crate::op::{Kind, ReadOp, Registered, FIXED_CHUNK};
 use crate::UringFile;
 use io_uring::{opcode, squeue, types, IoUring};
-use pagestream::{EngineFile, ReadRequest};
+use pagestream::{BufferPool, EngineFile, ReadRequest};
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Wake;
 
 /// `user_data` of the `eventfd` poll's completions.
@@ -122,6 +122,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Counters {
     reads: AtomicU64,
     vectored: AtomicU64,
+    fixed: AtomicU64,
     bounced: AtomicU64,
     bytes: AtomicU64,
     submit_calls: AtomicU64,
@@ -137,6 +138,9 @@ pub struct EngineStats {
     pub reads: u64,
     /// Of those, `READV`s (the request's frames were not adjacent).
     pub vectored: u64,
+    /// Of those, `READ_FIXED`s into a registered pool
+    /// ([`UringEngine::register_pool`](crate::UringEngine::register_pool)).
+    pub fixed: u64,
     /// Of those, reads through a bounce buffer (unaligned `O_DIRECT`).
     pub bounced: u64,
     /// Bytes the kernel reported read.
@@ -155,6 +159,7 @@ impl EngineStats {
         pagestream::EngineCounters(vec![
             ("reads", self.reads),
             ("vectored", self.vectored),
+            ("fixed", self.fixed),
             ("bounced", self.bounced),
             ("bytes", self.bytes),
             ("submit_calls", self.submit_calls),
@@ -323,6 +328,13 @@ pub(crate) struct Driver {
     /// `IORING_SETUP_SQPOLL`: a kernel thread takes the submissions.
     sqpoll: bool,
     counters: Counters,
+    /// The pool registered as the ring's fixed buffers, if any
+    /// ([`register_pool`](Driver::register_pool)). Declared after `ring`:
+    /// the ring (and its registration) goes first, then the pool handle,
+    /// which keeps the registered memory allocated until then.
+    fixed: OnceLock<(BufferPool, Registered)>,
+    /// Held while registering a pool.
+    registering: Mutex<()>,
 }
 
 impl fmt::Debug for Driver {
@@ -382,6 +394,8 @@ impl Driver {
             wake_multishot: AtomicBool::new(true),
             sqpoll: cfg.sqpoll_idle_ms.is_some(),
             counters: Counters::default(),
+            fixed: OnceLock::new(),
+            registering: Mutex::new(()),
         })
     }
 
@@ -391,6 +405,7 @@ impl Driver {
         EngineStats {
             reads: get(&c.reads),
             vectored: get(&c.vectored),
+            fixed: get(&c.fixed),
             bounced: get(&c.bounced),
             bytes: get(&c.bytes),
             submit_calls: get(&c.submit_calls),
@@ -424,13 +439,20 @@ impl Driver {
     /// submits per the batch setting. A read the ring cannot take (its
     /// submission queue stays full) fails with an error saying so.
     pub(crate) fn push(&self, file: &UringFile, req: ReadRequest) {
-        let (op, sqe) = ReadOp::new(file, req);
+        let registered = match self.fixed.get() {
+            Some((pool, r)) if req.is_in(pool) => Some(*r),
+            _ => None,
+        };
+        // `registered` is this ring's registration, kept until the ring is
+        // dropped (`register_pool`).
+        let (op, sqe) = ReadOp::with_registered(file, req, registered);
         let c = &self.counters;
         Self::bump(&c.reads, 1);
         match op.kind() {
-            Kind::Single => {}
             Kind::Vectored => Self::bump(&c.vectored, 1),
             Kind::Bounced => Self::bump(&c.bounced, 1),
+            Kind::Fixed => Self::bump(&c.fixed, 1),
+            _ => {}
         }
         let key = lock(&self.ops).insert(op);
         let sqe = sqe.user_data(key as u64);
@@ -450,6 +472,61 @@ impl Driver {
         if self.queued.fetch_add(1, Ordering::AcqRel) + 1 >= self.submit_batch {
             self.submit();
         }
+    }
+
+    /// Registers `pool`'s memory as the ring's fixed buffers
+    /// (`IORING_REGISTER_BUFFERS`), so that reads into its adjacent frames
+    /// are `READ_FIXED`s. The kernel pins the memory (it counts against
+    /// `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`), and the driver keeps a
+    /// handle on the pool as long as the ring lives. One pool per ring:
+    /// registering the same pool again does nothing, another pool fails.
+    pub(crate) fn register_pool(&self, pool: &BufferPool) -> io::Result<()> {
+        let _registering = lock(&self.registering);
+        if let Some((registered, _)) = self.fixed.get() {
+            if registered.same_pool(pool) {
+                return Ok(());
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "pagestream-uring: this ring already has another pool registered (one pool per                  ring); reads into other pools are not fixed-buffer reads",
+            ));
+        }
+        let (base, len) = pool.memory();
+        let iovecs: Vec<libc::iovec> = (0..len)
+            .step_by(FIXED_CHUNK)
+            .map(|off| libc::iovec {
+                // SAFETY: `off < len`: within (or one past) the allocation.
+                iov_base: unsafe { base.add(off) }.cast(),
+                iov_len: (len - off).min(FIXED_CHUNK),
+            })
+            .collect();
+        // SAFETY: the buffers are the pool's memory, which stays allocated
+        // while `self.fixed` holds a handle on the pool: until after the ring
+        // is closed (field order), which unregisters them. The kernel writes
+        // into them only for `READ_FIXED` SQEs, which `push` builds only for
+        // requests into this pool's frames (`ReadOp::with_registered`), and
+        // only within those frames.
+        unsafe { self.ring.submitter().register_buffers(&iovecs) }.map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
+                " (the kernel pins registered memory: raise RLIMIT_MEMLOCK, `ulimit -l`, or                  run with CAP_IPC_LOCK)"
+            } else {
+                ""
+            };
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "pagestream-uring: registering the pool's {} MiB as io_uring fixed buffers                      failed: {e}{hint}; reads work without it",
+                    len >> 20
+                ),
+            )
+        })?;
+        let registered = Registered {
+            base: base as usize,
+            len,
+        };
+        // Under `registering`, and `fixed` was empty: the set succeeds.
+        let _ = self.fixed.set((pool.clone(), registered));
+        Ok(())
     }
 
     /// Pushes `sqe`, submitting the queue first if it is full.

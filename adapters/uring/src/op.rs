@@ -84,11 +84,48 @@ struct Bounce {
     want: usize,
 }
 
+/// Memory registered with a ring as fixed buffers
+/// (`IORING_REGISTER_BUFFERS`): `len` bytes at `base`, registered as
+/// consecutive buffers of [`FIXED_CHUNK`] bytes (the last one shorter),
+/// indexed from 0. A read into adjacent frames that lie within one of them
+/// becomes a `READ_FIXED`, which spares the kernel mapping the frames for
+/// every read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registered {
+    /// Start of the registered memory.
+    pub base: usize,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+/// The most bytes one fixed buffer may cover (the kernel's limit is 1 GiB).
+pub const FIXED_CHUNK: usize = 1 << 30;
+
+impl Registered {
+    /// The fixed buffer index holding all of `[ptr, ptr + len)`, if one
+    /// does.
+    fn index_of(&self, ptr: usize, len: usize) -> Option<u16> {
+        let off = ptr.checked_sub(self.base)?;
+        let end = off.checked_add(len)?;
+        if end > self.len || len == 0 {
+            return None;
+        }
+        let index = off / FIXED_CHUNK;
+        ((end - 1) / FIXED_CHUNK == index)
+            .then(|| u16::try_from(index).ok())
+            .flatten()
+    }
+}
+
 /// Which SQE a read became.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Kind {
     /// One `READ` into adjacent frames.
     Single,
+    /// One `READ_FIXED` into adjacent frames of a registered pool
+    /// ([`Registered`]).
+    Fixed,
     /// One `READV`, a buffer per frame.
     Vectored,
     /// One `READ` into an aligned bounce buffer, then a copy.
@@ -102,7 +139,22 @@ impl ReadOp {
     /// request's frames: whoever pushes it to a ring must keep the op alive
     /// until the read's CQE, then call [`finish`](Self::finish) (or drop the
     /// op, which cancels the request).
-    pub fn new(file: &UringFile, mut req: ReadRequest) -> (ReadOp, squeue::Entry) {
+    pub fn new(file: &UringFile, req: ReadRequest) -> (ReadOp, squeue::Entry) {
+        Self::with_registered(file, req, None)
+    }
+
+    /// As [`new`](Self::new), for a ring with `registered` memory: a read
+    /// into adjacent frames within it becomes a `READ_FIXED`. The caller
+    /// must pass `Some` only if the ring it pushes the SQE to has exactly
+    /// that memory registered, from index 0, and keeps it registered (and
+    /// allocated) until the read's CQE; the kernel checks that the range
+    /// lies within the buffer it names, and fails the read (`EFAULT`) if
+    /// not.
+    pub fn with_registered(
+        file: &UringFile,
+        mut req: ReadRequest,
+        registered: Option<Registered>,
+    ) -> (ReadOp, squeue::Entry) {
         let fd = types::Fd(file.inner.fd());
         let offset = req.offset();
         let len = req.len_bytes();
@@ -146,7 +198,16 @@ impl ReadOp {
             .all(|w| w[0].0.wrapping_add(w[0].1) == w[1].0);
         if contiguous {
             let ptr = bufs.first().map_or(std::ptr::null_mut(), |b| b.0);
-            let sqe = opcode::Read::new(fd, ptr, len.min(MAX_READ) as u32)
+            let len = len.min(MAX_READ);
+            if let Some(index) = registered.and_then(|r| r.index_of(ptr as usize, len)) {
+                // Invariant 1 as for `READ`; the range lies within fixed
+                // buffer `index` (the caller keeps it registered).
+                let sqe = opcode::ReadFixed::new(fd, ptr, len as u32, index)
+                    .offset(offset)
+                    .build();
+                return (op(req, Vec::new(), None, Kind::Fixed), sqe);
+            }
+            let sqe = opcode::Read::new(fd, ptr, len as u32)
                 .offset(offset)
                 .build();
             return (op(req, Vec::new(), None, Kind::Single), sqe);
@@ -202,5 +263,29 @@ impl ReadOp {
                 (Ok(copied), req)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Registered, FIXED_CHUNK};
+
+    #[test]
+    fn a_fixed_read_lies_within_one_registered_buffer() {
+        let base = 1 << 40;
+        let r = Registered {
+            base,
+            len: 2 * FIXED_CHUNK + 8192,
+        };
+        assert_eq!(r.index_of(base, 8192), Some(0));
+        assert_eq!(r.index_of(base + FIXED_CHUNK - 8192, 8192), Some(0));
+        assert_eq!(r.index_of(base + FIXED_CHUNK, 8192), Some(1));
+        assert_eq!(r.index_of(base + 2 * FIXED_CHUNK, 8192), Some(2));
+        // Across a buffer boundary, past the end, before the start, empty.
+        assert_eq!(r.index_of(base + FIXED_CHUNK - 4096, 8192), None);
+        assert_eq!(r.index_of(base + 2 * FIXED_CHUNK + 4096, 8192), None);
+        assert_eq!(r.index_of(base - 8192, 8192), None);
+        assert_eq!(r.index_of(base, 0), None);
+        assert_eq!(r.index_of(usize::MAX - 10, 8192), None);
     }
 }

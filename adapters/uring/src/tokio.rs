@@ -424,6 +424,13 @@ impl UringTokioEngine {
     pub fn in_flight(&self) -> usize {
         self.shared.driver.in_flight()
     }
+
+    /// Registers `pool`'s memory with the ring as fixed buffers (one pool
+    /// per engine): reads into it become `READ_FIXED`s. See
+    /// [`UringEngine::register_pool`](crate::UringEngine::register_pool).
+    pub fn register_pool(&self, pool: &pagestream::BufferPool) -> io::Result<()> {
+        self.shared.driver.register_pool(pool)
+    }
 }
 
 impl IoEngine for UringTokioEngine {

@@ -271,6 +271,23 @@ impl BufferPool {
         self.inner.nframes * self.inner.block_size
     }
 
+    /// The memory every frame lies in: [`capacity_bytes`](Self::capacity_bytes)
+    /// bytes at the returned pointer, 4096-aligned, allocated when the pool
+    /// is built and freed when its last handle (pool, stream, guard or read)
+    /// is gone; it never moves. For engines that register it with the kernel
+    /// once (io_uring fixed buffers), so that reads into frames need not map
+    /// them every time. Reading or writing through the pointer is up to the
+    /// frame protocol: only a [`ReadRequest`](crate::ReadRequest) may write
+    /// its own frames ([`ReadRequest::raw_buffers`](crate::ReadRequest::raw_buffers)).
+    pub fn memory(&self) -> (*mut u8, usize) {
+        (self.inner.memory.as_ptr(), self.capacity_bytes())
+    }
+
+    /// Whether `self` and `other` are handles of the same pool.
+    pub fn same_pool(&self, other: &BufferPool) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Whether `block` of `file` is in the pool with valid contents.
     pub fn contains(&self, file: FileId, block: BlockNumber) -> bool {
         let inner = &self.inner;
