@@ -128,6 +128,7 @@ struct Counters {
     submit_calls: AtomicU64,
     waits: AtomicU64,
     remote_wakes: AtomicU64,
+    helped: AtomicU64,
 }
 
 /// What a [`UringEngine`](crate::UringEngine) (and its runtime) did so far.
@@ -151,6 +152,11 @@ pub struct EngineStats {
     pub waits: u64,
     /// Wake-ups from other threads that ended such a wait (the `eventfd`).
     pub remote_wakes: u64,
+    /// Reads a stream completed itself before waiting
+    /// ([`UringTokioEngine`](crate::UringTokioEngine)'s help).
+    pub helped: u64,
+    /// Times the reaper task ran ([`UringTokioEngine`](crate::UringTokioEngine)).
+    pub reaper_polls: u64,
 }
 
 impl EngineStats {
@@ -165,6 +171,8 @@ impl EngineStats {
             ("submit_calls", self.submit_calls),
             ("waits", self.waits),
             ("remote_wakes", self.remote_wakes),
+            ("helped", self.helped),
+            ("reaper_polls", self.reaper_polls),
         ])
     }
 }
@@ -411,6 +419,8 @@ impl Driver {
             submit_calls: get(&c.submit_calls),
             waits: get(&c.waits),
             remote_wakes: get(&c.remote_wakes),
+            helped: get(&c.helped),
+            reaper_polls: 0,
         }
     }
 
@@ -675,6 +685,9 @@ impl Driver {
             on_deferred();
         }
         out.completed = done.len();
+        if only.is_some() {
+            Self::bump(&self.counters.helped, out.completed as u64);
+        }
         let mut panic = None;
         for (op, res) in done.drain(..) {
             // No lock of the driver is held here: completing wakes tasks

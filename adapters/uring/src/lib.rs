@@ -20,6 +20,12 @@
 //!   `block_on` waits for every read in flight before it returns), and a
 //!   runtime dropped with reads in flight cancels them and waits for the
 //!   kernel before their frames go back to empty.
+//! - [`UringTokioEngine`] (feature `tokio`): the same driver used from any
+//!   tokio runtime, multi-thread or current-thread, by many tasks at once.
+//!   One ring per engine; a read is submitted by the stream that starts
+//!   it, and completed by that stream when it next polls or by a reaper
+//!   task woken through tokio's reactor (no thread of its own, no busy
+//!   polling). Streams are `Send`.
 //! - [`UringFile`]: an open file, buffered or `O_DIRECT`
 //!   ([`UringFile::open_direct`] checks the block size against the file
 //!   system's alignment and fails with `InvalidInput` naming both). Shared
@@ -37,9 +43,15 @@
 //! with reads in flight. The measurements are in the repository's
 //! `docs/engines.md`.
 //!
-//! Use it where a thread can be given to a scan (a scan program, a worker
-//! per core); from tokio code, use `pagestream-threadpool` or
-//! `pagestream-tokio-uring`.
+//! Either engine can register a pool's memory with its ring as fixed
+//! buffers ([`UringEngine::register_pool`]): reads into it are then
+//! `READ_FIXED`s, which spares the kernel mapping the frames on every read.
+//!
+//! Use [`UringRuntime`] where a thread can be given to a scan (a scan
+//! program, a worker per core), and [`UringTokioEngine`] from tokio code.
+//! Where io_uring is unavailable, both fail at construction with an error
+//! naming the likely cause ([`probe`] checks up front); fall back to
+//! `pagestream-threadpool` then.
 //!
 //! ```no_run
 //! use futures::StreamExt;

@@ -51,7 +51,7 @@ use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use tokio::io::unix::AsyncFd;
@@ -190,6 +190,7 @@ impl UringTokioBuilder {
             driver,
             reaper: Mutex::new(None),
             reaper_alive: AtomicBool::new(true),
+            reaper_polls: AtomicU64::new(0),
         });
         handle.spawn(Reaper {
             shared: Arc::downgrade(&shared),
@@ -217,6 +218,8 @@ struct Shared {
     /// Cleared when the reaper is dropped (its runtime shut down): reads
     /// started after that fail.
     reaper_alive: AtomicBool,
+    /// Times the reaper ran.
+    reaper_polls: AtomicU64,
 }
 
 impl Shared {
@@ -292,6 +295,7 @@ impl Future for Reaper {
         let Some(shared) = self.shared.upgrade() else {
             return Poll::Ready(());
         };
+        shared.reaper_polls.fetch_add(1, Ordering::Relaxed);
         {
             let mut w = shared.reaper.lock().unwrap_or_else(PoisonError::into_inner);
             if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -354,7 +358,7 @@ fn drop_panic(p: Box<dyn std::any::Any + Send>) {
 /// one `READ` (adjacent frames) or `READV` per request, straight into the
 /// frames, submitted as the stream starts it, completed by the stream
 /// itself or by a reaper task woken through tokio's reactor (see the
-/// [module docs](self)).
+/// design notes in `src/tokio.rs`).
 ///
 /// A cheap handle (`Clone`, `Send`, `Sync`): clones share the ring, so one
 /// engine serves every task of a program; streams built with it are `Send`
@@ -392,7 +396,7 @@ pub struct UringTokioEngine {
 impl fmt::Debug for UringTokioEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UringTokioEngine")
-            .field("stats", &self.shared.driver.stats())
+            .field("stats", &self.stats())
             .field("in_flight", &self.shared.driver.in_flight())
             .field(
                 "reaper_alive",
@@ -417,7 +421,9 @@ impl UringTokioEngine {
     /// What this engine did so far (`waits` and `remote_wakes` stay 0: the
     /// engine never waits in the kernel).
     pub fn stats(&self) -> EngineStats {
-        self.shared.driver.stats()
+        let mut st = self.shared.driver.stats();
+        st.reaper_polls = self.shared.reaper_polls.load(Ordering::Relaxed);
+        st
     }
 
     /// Reads in flight (submitted, completion not yet taken).
