@@ -947,8 +947,8 @@ impl ReadRequest {
         // and resumed once the stream is told — unless this thread is
         // already unwinding (the request dropped by another panic's
         // cleanup), where a second panic leaving `Drop` would abort the
-        // process: the hook's panic is then dropped, and the first one goes
-        // on.
+        // process: the hook's panic is then dropped (never unwinding out of
+        // here, even if dropping it panics), and the first one goes on.
         let hooks = self.extras.take().map(|e| e.hooks).unwrap_or_default();
         let panicked = if hooks.is_empty() {
             None
@@ -969,6 +969,12 @@ impl ReadRequest {
         if let Some(p) = panicked {
             if !std::thread::panicking() {
                 std::panic::resume_unwind(p);
+            }
+            // Dropping the payload is user code too, and may panic: caught
+            // (a panic leaving this drop during an unwind would abort), and
+            // that second payload leaked.
+            if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(p))) {
+                std::mem::forget(again);
             }
         }
     }

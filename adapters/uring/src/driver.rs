@@ -131,7 +131,8 @@ struct Counters {
     helped: AtomicU64,
 }
 
-/// What a [`UringEngine`](crate::UringEngine) (and its runtime) did so far.
+/// What a [`UringEngine`](crate::UringEngine) (and its runtime) or a
+/// [`UringTokioEngine`](crate::UringTokioEngine) did so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EngineStats {
@@ -298,9 +299,10 @@ impl Wake for Signal {
 /// thread only, a [`UringTokioEngine`](crate::UringTokioEngine) from every
 /// thread that starts or helps a read and from its reaper task. The
 /// submission queue and the completion queue each have a lock (`sq`, `cq`),
-/// taken only around pushing or taking entries, never around a system call
-/// or user code; `cq` is taken before `ops`. Waiting in the kernel
-/// (`io_uring_enter`) takes no lock.
+/// taken only around pushing or taking entries, never around user code or
+/// a wait; `cq` is taken before `ops`, and `ops` before `deferred`. Waiting
+/// in the kernel (`io_uring_enter`) takes no lock. (The one system call
+/// under `cq` is the read of the wake-up eventfd, `UringRuntime` only.)
 pub(crate) struct Driver {
     ring: IoUring,
     /// Held while an SQE is pushed (`submission_shared`).
@@ -337,9 +339,8 @@ pub(crate) struct Driver {
     sqpoll: bool,
     counters: Counters,
     /// The pool registered as the ring's fixed buffers, if any
-    /// ([`register_pool`](Driver::register_pool)). Declared after `ring`:
-    /// the ring (and its registration) goes first, then the pool handle,
-    /// which keeps the registered memory allocated until then.
+    /// ([`register_pool`](Driver::register_pool)): the handle keeps the
+    /// registered memory allocated until `Drop` has unregistered it.
     fixed: OnceLock<(BufferPool, Registered)>,
     /// Held while registering a pool.
     registering: Mutex<()>,
@@ -498,7 +499,8 @@ impl Driver {
             }
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                "pagestream-uring: this ring already has another pool registered (one pool per                  ring); reads into other pools are not fixed-buffer reads",
+                "pagestream-uring: this ring already has another pool registered (one pool per \
+                 ring); reads into other pools are not fixed-buffer reads",
             ));
         }
         let (base, len) = pool.memory();
@@ -511,21 +513,23 @@ impl Driver {
             })
             .collect();
         // SAFETY: the buffers are the pool's memory, which stays allocated
-        // while `self.fixed` holds a handle on the pool: until after the ring
-        // is closed (field order), which unregisters them. The kernel writes
+        // while `self.fixed` holds a handle on the pool: until `Drop` has
+        // waited for every read and unregistered them. The kernel writes
         // into them only for `READ_FIXED` SQEs, which `push` builds only for
         // requests into this pool's frames (`ReadOp::with_registered`), and
         // only within those frames.
         unsafe { self.ring.submitter().register_buffers(&iovecs) }.map_err(|e| {
             let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
-                " (the kernel pins registered memory: raise RLIMIT_MEMLOCK, `ulimit -l`, or                  run with CAP_IPC_LOCK)"
+                " (the kernel pins registered memory: raise RLIMIT_MEMLOCK, `ulimit -l`, or \
+                 run with CAP_IPC_LOCK)"
             } else {
                 ""
             };
             io::Error::new(
                 e.kind(),
                 format!(
-                    "pagestream-uring: registering the pool's {} MiB as io_uring fixed buffers                      failed: {e}{hint}; reads work without it",
+                    "pagestream-uring: registering the pool's {} MiB as io_uring fixed buffers \
+                     failed: {e}{hint}; reads work without it",
                     len >> 20
                 ),
             )
@@ -650,36 +654,32 @@ impl Driver {
     pub(crate) fn reap_for(&self, only: Option<&UringFile>, on_deferred: impl FnOnce()) -> Reaped {
         let mut done = std::mem::take(&mut *lock(&self.reaped));
         let mut out = Reaped::default();
-        if only.is_none() {
-            done.append(&mut lock(&self.deferred));
-        }
         {
-            let _cq = lock(&self.cq);
-            let mut ops = lock(&self.ops);
-            let mut deferred = None;
-            // SAFETY: `completion_shared` needs no other completion queue
-            // handle to be in use at the same time: every reap holds the
-            // `cq` lock (`Drop`, with `&mut self`, holds no other).
-            for cqe in unsafe { self.ring.completion_shared() } {
-                out.taken += 1;
-                match cqe.user_data() {
-                    WAKE_TOKEN => self.wake_cqe(cqe.result(), cqe.flags()),
-                    CANCEL_TOKEN => {}
-                    key => {
-                        // The CQE is in: the kernel is done with the op's memory.
-                        let Some(op) = ops.remove(key as usize) else {
-                            continue;
-                        };
-                        match only {
-                            Some(f) if op.file().id() != f.id() => deferred
-                                .get_or_insert_with(|| lock(&self.deferred))
-                                .push((op, cqe.result())),
-                            _ => done.push((op, cqe.result())),
+            let mut deferred = lock(&self.deferred);
+            match only {
+                None => done.append(&mut deferred),
+                Some(f) => {
+                    // This file's reads deferred by another file's reap.
+                    let mut i = 0;
+                    while i < deferred.len() {
+                        if deferred[i].0.file().id() == f.id() {
+                            done.push(deferred.swap_remove(i));
+                        } else {
+                            i += 1;
                         }
                     }
                 }
             }
-            out.deferred = deferred.is_some();
+        }
+        // Completions the kernel could not post (the queue was full) wait
+        // on its overflow list until an `io_uring_enter` asks for events;
+        // nothing else here would ever ask (the tokio engine never waits in
+        // the kernel). Flushed, they are taken in the next round.
+        for _ in 0..4 {
+            self.take_completions(only, &mut done, &mut out);
+            if !self.flush_overflow() {
+                break;
+            }
         }
         if out.deferred {
             on_deferred();
@@ -709,6 +709,72 @@ impl Driver {
             std::panic::resume_unwind(p);
         }
         out
+    }
+
+    /// Phase one of [`reap_for`](Self::reap_for): takes every CQE, moving
+    /// each read's op out of the table into `done` (or, for another file
+    /// than `only`, into `deferred`).
+    fn take_completions(
+        &self,
+        only: Option<&UringFile>,
+        done: &mut Vec<(ReadOp, i32)>,
+        out: &mut Reaped,
+    ) {
+        let _cq = lock(&self.cq);
+        let mut ops = lock(&self.ops);
+        let mut deferred = None;
+        // SAFETY: `completion_shared` needs no other completion queue
+        // handle to be in use at the same time: every reap holds the `cq`
+        // lock (`Drop`, with `&mut self`, holds no other).
+        for cqe in unsafe { self.ring.completion_shared() } {
+            out.taken += 1;
+            match cqe.user_data() {
+                WAKE_TOKEN => self.wake_cqe(cqe.result(), cqe.flags()),
+                CANCEL_TOKEN => {}
+                key => {
+                    // The CQE is in: the kernel is done with the op's memory.
+                    let Some(op) = ops.remove(key as usize) else {
+                        continue;
+                    };
+                    match only {
+                        Some(f) if op.file().id() != f.id() => deferred
+                            .get_or_insert_with(|| lock(&self.deferred))
+                            .push((op, cqe.result())),
+                        _ => done.push((op, cqe.result())),
+                    }
+                }
+            }
+        }
+        out.deferred |= deferred.is_some();
+    }
+
+    /// If completions wait on the kernel's overflow list, has the kernel
+    /// post them (an `io_uring_enter` asking for events, not waiting).
+    /// Returns whether it did.
+    fn flush_overflow(&self) -> bool {
+        let overflow = {
+            let _sq = lock(&self.sq);
+            // SAFETY: as in `push_sqe`, under the `sq` lock.
+            unsafe { self.ring.submission_shared() }.cq_overflow()
+        };
+        if !overflow {
+            return false;
+        }
+        // SAFETY: no SQEs are submitted (to_submit 0) and no argument
+        // pointer is passed; GETEVENTS with min_complete 0 only flushes the
+        // overflow list (and runs pending task work) and returns.
+        let _ = unsafe {
+            self.ring
+                .submitter()
+                .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+        };
+        true
+    }
+
+    /// Reads in flight plus reads deferred by a reap of one file: what must
+    /// still be completed.
+    pub(crate) fn pending(&self) -> usize {
+        self.in_flight() + lock(&self.deferred).len()
     }
 
     /// The eventfd poll fired (`res` > 0), failed, or ended.
@@ -758,12 +824,25 @@ impl Driver {
         }
     }
 
-    /// Waits in the kernel until a CQE is in, with no eventfd poll armed
-    /// (for when no other thread's wake-up must end the wait). Returns
-    /// whether the wait succeeded (`EINTR` and `EBUSY` do not).
-    pub(crate) fn wait_for_completion(&self) -> bool {
+    /// Waits in the kernel until a CQE is in or `timeout` has passed, with
+    /// no eventfd poll armed. The timeout matters: another thread may take
+    /// the completion waited for (a stream's help) between the caller's
+    /// look at the table and this wait. A timeout is `Ok`; so is a kernel
+    /// without timed waits (5.11+), after a 1 ms sleep. Other errors
+    /// (`EINTR`, `EBUSY`) are returned.
+    pub(crate) fn wait_for_completion(&self, timeout: std::time::Duration) -> io::Result<()> {
         self.sqpoll_fence();
-        self.ring.submit_and_wait(1).is_ok()
+        let ts = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// With deferred task running, has the kernel post the completions it
@@ -820,7 +899,9 @@ impl Drop for Driver {
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        catching(&mut panic, || drop(deferred));
+        for entry in deferred {
+            catching(&mut panic, || drop(entry));
+        }
         let keys: Vec<u64> = {
             let ops = self.ops.get_mut().unwrap_or_else(PoisonError::into_inner);
             (0..ops.slots.len())
@@ -877,6 +958,13 @@ impl Drop for Driver {
                 }
                 _ => {}
             }
+        }
+        // The registered pool's memory may be freed with `self.fixed` below,
+        // while the ring itself may stay open a little longer (a reactor's
+        // duplicate of its descriptor): unregister it first. (No SQE can be
+        // submitted any more, so nothing is written into it either way.)
+        if self.fixed.get().is_some() {
+            let _ = self.ring.submitter().unregister_buffers();
         }
         // The kernel holds no pointer into anything of ours any more: the
         // first panic may go on (unless this drop runs during an unwind,

@@ -2,9 +2,10 @@
 //! must stay alive until its CQE.
 //!
 //! This is the one place where memory is handed to the kernel, shared by
-//! both io_uring engines: this crate's [`UringEngine`](crate::UringEngine)
-//! keeps each op in its table of reads in flight, `pagestream-tokio-uring`
-//! makes it the *stable data* of a tokio-uring one-shot operation. Either
+//! every io_uring engine: this crate's [`UringEngine`](crate::UringEngine)
+//! and `UringTokioEngine` keep each op in their driver's table of reads in
+//! flight, `pagestream-tokio-uring` makes it the *stable data* of a
+//! tokio-uring one-shot operation. Either
 //! way the op is dropped, or [finished](ReadOp::finish), only after the
 //! kernel has posted the read's completion.
 //!
@@ -25,7 +26,9 @@
 //! So the SQE stays valid for as long as its op is alive, wherever the op
 //! is moved. Building the SQE needs no `unsafe`; *pushing* it to a ring is
 //! `unsafe`, and the pusher's obligation is exactly that: keep the op alive
-//! until the CQE.
+//! until the CQE (and, for a `READ_FIXED` built by
+//! [`ReadOp::with_registered`], keep the memory it names registered with
+//! that ring until then).
 
 use crate::file::{UringFile, FRAME_ALIGN};
 use io_uring::{opcode, squeue, types};

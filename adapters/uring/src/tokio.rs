@@ -11,9 +11,10 @@
 //! - **the stream itself**: before a stream waits for a read, it asks the
 //!   engine for help ([`IoEngine::help`]), which takes the completion
 //!   queue's entries (shared memory, no system call) and completes the
-//!   reads of the stream's file on the spot. Reads of other files are kept
-//!   for the reaper (their hooks must not run inside this stream's poll),
-//!   which is woken for them.
+//!   reads of the stream's file on the spot (also those another stream's
+//!   help left). Reads of other files are kept for the reaper (their hooks
+//!   must not run inside this stream's poll), which is woken for them: the
+//!   reaper's runtime must be running for those.
 //! - **the reaper**: a task spawned on the engine's runtime when the engine
 //!   is built, which waits for the ring's descriptor to become readable
 //!   through tokio's reactor (`AsyncFd`, `epoll`) and then takes every
@@ -51,7 +52,7 @@ use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use tokio::io::unix::AsyncFd;
@@ -123,8 +124,11 @@ impl UringTokioBuilder {
 
     /// The tokio runtime whose reactor and worker run the engine's reaper
     /// (default: the runtime [`build`](Self::build) is called in). Streams
-    /// may be polled on any runtime or thread; the reaper's runtime must
-    /// outlive them to complete their reads without their help.
+    /// may be polled on any runtime or thread, but the reaper's runtime
+    /// must be running (driven: a multi-thread runtime always is, a
+    /// current-thread runtime only inside its `block_on`) while they wait:
+    /// a stream completes only its own file's reads itself, and reads it
+    /// finds of other files are left to the reaper.
     pub fn handle(mut self, handle: Handle) -> Self {
         self.handle = Some(handle);
         self
@@ -168,28 +172,38 @@ impl UringTokioBuilder {
                 format!("pagestream-uring: dup of the ring failed: {e}"),
             )
         })?;
-        let afd = {
+        let no_reactor = |cause: String| {
+            io::Error::other(format!(
+                "pagestream-uring: cannot register the ring with tokio's reactor: {cause} \
+                 (build the runtime with enable_io or enable_all)"
+            ))
+        };
+        let registered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _enter = handle.enter();
             // SAFETY: `RingFd` owns `dup`, which stays open and the same
             // descriptor until the `AsyncFd` is dropped (it is closed by
             // `OwnedFd`'s drop, after the `AsyncFd` deregistered it).
-            unsafe { AsyncFd::register_with_interest(RingFd(dup), Interest::READABLE) }.map_err(
-                |e| {
-                    let e = io::Error::from(e);
-                    io::Error::new(
-                        e.kind(),
-                        format!(
-                            "pagestream-uring: cannot register the ring with tokio's reactor \
-                             (is the runtime built with enable_io?): {e}"
-                        ),
-                    )
-                },
-            )?
+            unsafe { AsyncFd::register_with_interest(RingFd(dup), Interest::READABLE) }
+        }));
+        // tokio panics, rather than failing, on a runtime without I/O.
+        let afd = match registered {
+            Ok(Ok(afd)) => afd,
+            Ok(Err(e)) => return Err(no_reactor(io::Error::from(e).to_string())),
+            Err(p) => {
+                let cause = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "it panicked".into());
+                drop_panic(p);
+                return Err(no_reactor(cause));
+            }
         };
         let shared = Arc::new(Shared {
             driver,
             reaper: Mutex::new(None),
             reaper_alive: AtomicBool::new(true),
+            pushing: AtomicUsize::new(0),
             reaper_polls: AtomicU64::new(0),
         });
         handle.spawn(Reaper {
@@ -218,6 +232,10 @@ struct Shared {
     /// Cleared when the reaper is dropped (its runtime shut down): reads
     /// started after that fail.
     reaper_alive: AtomicBool,
+    /// `start_read`s between their look at `reaper_alive` and the end of
+    /// their push: the reaper's drop waits for none to be left before it
+    /// finishes the reads in flight, so that no read is pushed after it.
+    pushing: AtomicUsize,
     /// Times the reaper ran.
     reaper_polls: AtomicU64,
 }
@@ -234,30 +252,35 @@ impl Shared {
         }
     }
 
-    /// Completes every read in flight, waiting in the kernel for them
-    /// (blocking): for when no reaper is left. A panic in a read's hooks is
-    /// held until every read is done, then resumed.
+    /// Completes every read in flight (and every read deferred by a
+    /// stream's help), waiting in the kernel for them (blocking): for when
+    /// no reaper is left. Waits are timed, so a completion another thread
+    /// takes meanwhile (a stream's help) cannot leave this waiting for
+    /// nothing. A panic in a read's hooks is held until every read is done,
+    /// then resumed.
     ///
-    /// If the kernel keeps refusing to wait (1000 failures in a row, a
-    /// kernel bug), the reads stay in the driver's table: their memory is
-    /// freed only by the driver's drop, after the kernel is done.
+    /// If the kernel keeps refusing to wait (1000 failures in a row other
+    /// than `EINTR`, a kernel bug), the reads stay in the driver's table:
+    /// their memory is freed only by the driver's drop, after the kernel is
+    /// done.
     fn finish_in_flight(&self) {
         let mut panic = None;
         let mut failures = 0;
         loop {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.driver.reap())) {
-                Ok(0) => {}
-                Ok(_) => failures = 0,
-                Err(p) => match panic {
+            if let Err(p) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.driver.reap()))
+            {
+                match panic {
                     None => panic = Some(p),
                     Some(_) => drop_panic(p),
-                },
+                }
             }
-            if self.driver.in_flight() == 0 || failures > 1000 {
+            if self.driver.pending() == 0 || failures > 1000 {
                 break;
             }
-            if !self.driver.wait_for_completion() {
-                failures += 1;
+            match self.driver.wait_for_completion(FINISH_WAIT) {
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => failures += 1,
+                _ => failures = 0,
             }
         }
         if let Some(p) = panic {
@@ -265,6 +288,10 @@ impl Shared {
         }
     }
 }
+
+/// The longest [`Shared::finish_in_flight`] waits in the kernel before it
+/// looks at the table again.
+const FINISH_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Drop for Shared {
     fn drop(&mut self) {
@@ -316,6 +343,8 @@ impl Future for Reaper {
                 Poll::Pending => break,
             }
         }
+        // An SQE a failed submission left in the queue goes now.
+        shared.driver.submit();
         // A hook or waker that panics must not end the reaper (every other
         // read would then wait for a stream's help); the panic hook has
         // reported it, and the driver completed the other reads.
@@ -338,6 +367,11 @@ impl Drop for Reaper {
         // so that whoever waits for them (a stream on another runtime) is
         // woken.
         shared.reaper_alive.store(false, Ordering::SeqCst);
+        // A `start_read` that saw the flag set finishes its push (a few
+        // queue operations) before this looks at the table.
+        while shared.pushing.load(Ordering::SeqCst) > 0 {
+            std::thread::yield_now();
+        }
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             shared.finish_in_flight();
         })) {
@@ -355,8 +389,10 @@ fn drop_panic(p: Box<dyn std::any::Any + Send>) {
 }
 
 /// Reads into the pool's frames through an io_uring from any tokio runtime:
-/// one `READ` (adjacent frames) or `READV` per request, straight into the
-/// frames, submitted as the stream starts it, completed by the stream
+/// one `READ` (adjacent frames; a `READ_FIXED` into a
+/// [registered pool](Self::register_pool)) or `READV` per request, straight
+/// into the frames (an unaligned `O_DIRECT` remainder through a bounce
+/// buffer), submitted as the stream starts it, completed by the stream
 /// itself or by a reaper task woken through tokio's reactor (see the
 /// design notes in `src/tokio.rs`).
 ///
@@ -444,22 +480,21 @@ impl IoEngine for UringTokioEngine {
 
     fn start_read(&self, file: &UringFile, req: ReadRequest) {
         let shared = &*self.shared;
-        if !shared.reaper_alive.load(Ordering::SeqCst) {
-            let err = io::Error::other(
-                "pagestream-uring: the tokio runtime this UringTokioEngine was built on has \
-                 shut down; build the engine on a runtime that outlives its streams",
-            );
-            drop(req.complete(Err(err)));
+        // Dekker with the reaper's drop (flag, then `pushing`): either this
+        // sees the flag cleared, or the drop waits for this push and then
+        // finds the read in the table.
+        shared.pushing.fetch_add(1, Ordering::SeqCst);
+        if shared.reaper_alive.load(Ordering::SeqCst) {
+            shared.driver.push(file, req);
+            shared.pushing.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        shared.driver.push(file, req);
-        // The reaper may have gone between the check and the push (its
-        // runtime shutting down); its drop either saw this read in the table
-        // or cleared the flag before the push, and then nobody would reap
-        // it: finish it here.
-        if !shared.reaper_alive.load(Ordering::SeqCst) {
-            shared.finish_in_flight();
-        }
+        shared.pushing.fetch_sub(1, Ordering::SeqCst);
+        let err = io::Error::other(
+            "pagestream-uring: the tokio runtime this UringTokioEngine was built on has \
+             shut down; build the engine on a runtime that outlives its streams",
+        );
+        drop(req.complete(Err(err)));
     }
 
     fn hints(&self, _file: &UringFile) -> EngineHints {
@@ -468,9 +503,14 @@ impl IoEngine for UringTokioEngine {
 
     fn help(&self, file: &UringFile) -> bool {
         let shared = &*self.shared;
+        // An SQE a failed submission left in the queue goes now.
+        shared.driver.submit();
+        // Without a reaper (its runtime shut down), nobody would complete
+        // other files' reads: take them all.
+        let only = shared.reaper_alive.load(Ordering::SeqCst).then_some(file);
         shared
             .driver
-            .reap_for(Some(file), || shared.wake_reaper())
+            .reap_for(only, || shared.wake_reaper())
             .completed
             > 0
     }
