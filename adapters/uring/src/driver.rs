@@ -430,12 +430,14 @@ impl Driver {
         lock(&self.ops).len
     }
 
+    #[cfg(feature = "tokio")]
     /// The ring's descriptor (for a reactor to poll: it is readable while
     /// completions wait in the queue).
     pub(crate) fn ring_fd(&self) -> std::os::fd::RawFd {
         self.ring.as_raw_fd()
     }
 
+    #[cfg(feature = "tokio")]
     /// Whether submission queue entries are pushed in batches larger than
     /// one (the tokio engine refuses that: nothing would flush a batch).
     pub(crate) fn submit_batch(&self) -> u32 {
@@ -771,6 +773,7 @@ impl Driver {
         true
     }
 
+    #[cfg(feature = "tokio")]
     /// Reads in flight plus reads deferred by a reap of one file: what must
     /// still be completed.
     pub(crate) fn pending(&self) -> usize {
@@ -824,6 +827,7 @@ impl Driver {
         }
     }
 
+    #[cfg(feature = "tokio")]
     /// Waits in the kernel until a CQE is in or `timeout` has passed, with
     /// no eventfd poll armed. The timeout matters: another thread may take
     /// the completion waited for (a stream's help) between the caller's
