@@ -404,6 +404,12 @@ impl Driver {
         lock(&self.ops).len
     }
 
+    /// Whether reads set aside by a [`reap_for`](Self::reap_for) limited to
+    /// one file wait for a reap of every file.
+    pub(crate) fn has_deferred(&self) -> bool {
+        !lock(&self.deferred).is_empty()
+    }
+
     /// The ring's descriptor (for a reactor to poll: it is readable while
     /// completions wait in the queue).
     pub(crate) fn ring_fd(&self) -> std::os::fd::RawFd {

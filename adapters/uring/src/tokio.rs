@@ -232,7 +232,8 @@ impl Shared {
     }
 
     /// Completes every read in flight, waiting in the kernel for them
-    /// (blocking): for when no reaper is left. A panic in a read's hooks is
+    /// (blocking), and every read a stream's help set aside for the
+    /// reaper: for when no reaper is left. A panic in a read's hooks is
     /// held until every read is done, then resumed.
     ///
     /// If the kernel keeps refusing to wait (1000 failures in a row, a
@@ -250,7 +251,20 @@ impl Shared {
                     Some(_) => drop_panic(p),
                 },
             }
-            if self.driver.in_flight() == 0 || failures > 1000 {
+            if self.driver.in_flight() == 0 {
+                // A stream's help may have taken completions of other
+                // files' reads and set them aside for the reaper, which is
+                // this now: they are done in the kernel, so reap them
+                // without waiting. (Looked at after `in_flight`: a help
+                // moves a read from the table to the set-aside list under
+                // the table's lock, so a table seen empty means whatever
+                // it moved is seen there.)
+                if !self.driver.has_deferred() {
+                    break;
+                }
+                continue;
+            }
+            if failures > 1000 {
                 break;
             }
             if !self.driver.wait_for_completion() {
