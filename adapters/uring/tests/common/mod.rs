@@ -1,12 +1,20 @@
 //! Shared by the integration tests: stamped files on disk, the conformance
-//! harness, and the io_uring availability check.
+//! harness, and the io_uring availability check; [`on_tokio`] for the
+//! tests of `UringTokioEngine`.
 
 #![allow(dead_code)]
 
+#[cfg(feature = "tokio")]
+pub mod on_tokio;
+
 use pagestream::testing::{require_named, DiskFiles, StampedFile};
 use pagestream_uring::{UringBuilder, UringEngine, UringFile, UringRuntime};
+use std::future::Future;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::pin::Pin;
+use std::task::Poll;
 
 /// Opens `path` buffered, or O_DIRECT for `block_size` reads.
 pub fn open(path: &Path, block_size: usize, direct: bool) -> io::Result<UringFile> {
@@ -53,4 +61,25 @@ pub fn real_files(
         open(path, block_size, direct)
     })
     .reads_stay_pending(true)
+}
+
+/// Polls `fut` exactly once.
+pub async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Drops the first `len` bytes of `path` from the page cache, so buffered
+/// reads of them wait for the device.
+pub fn evict(path: &Path, len: u64) {
+    let f = std::fs::File::open(path).expect("open for fadvise");
+    // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
+    let r = unsafe {
+        libc::posix_fadvise(
+            f.as_raw_fd(),
+            0,
+            len as libc::off_t,
+            libc::POSIX_FADV_DONTNEED,
+        )
+    };
+    assert_eq!(r, 0, "posix_fadvise(DONTNEED): {r}");
 }
