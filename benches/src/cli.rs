@@ -309,3 +309,29 @@ impl ReportArgs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(args: &[&str]) -> ReportOpts {
+        let mut v = vec!["report".to_string()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        match parse(v) {
+            Ok(Some(Command::Report(o))) => o,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_takes_numbers_and_tokio_and_marks_a_partial_run() {
+        let all = report(&[]);
+        assert_eq!(all.only, [1, 2, 3, 4, 5, 6, 7]);
+        assert!(!all.partial);
+        let t = report(&["--only", "tokio"]);
+        assert_eq!(t.only, [7]);
+        assert!(t.partial);
+        assert_eq!(report(&["--only", "1,7"]).only, [1, 7]);
+        assert!(!report(&["--only", "1,2,3,4,5,6,7"]).partial);
+    }
+}

@@ -1619,6 +1619,43 @@ pub(crate) fn charts(out: &Path, sections: &[Section]) -> io::Result<Vec<ChartFi
 mod tests {
     use super::*;
 
+    /// Section 7 holds the rows issue 17 names, each with every tokio
+    /// engine, uring and fio, the warm row with pread-loop as its reference.
+    #[test]
+    fn tokio_section_has_the_rows_and_engines_asked_for() {
+        let (_, sections) = plan(&QUICK, &[7], true);
+        let [s] = &sections[..] else {
+            panic!("one section: {sections:?}")
+        };
+        assert_eq!(s.id, 7);
+        let labels: Vec<&str> = s.rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "random 8 KiB, cold, O_DIRECT, max_ios 1",
+                "random 8 KiB, cold, O_DIRECT, max_ios 4",
+                "random 8 KiB, cold, O_DIRECT, max_ios 16",
+                "random 8 KiB, cold, O_DIRECT, max_ios 64",
+                "sequential, cold, O_DIRECT, max_ios 16",
+                "sequential, warm, buffered, max_ios 16",
+            ]
+        );
+        for row in &s.rows {
+            let engines: Vec<Engine> = row.cells.iter().map(|c| c.cfg.engine).collect();
+            for e in TOKIO_ENGINES {
+                assert!(engines.contains(&e), "{}: no {e}", row.label);
+            }
+            let warm = row.cells[0].cfg.cache == Cache::Warm;
+            assert_eq!(engines.contains(&Engine::PreadLoop), warm, "{}", row.label);
+            let want = if warm { Engine::PreadLoop } else { Engine::Fio };
+            assert_eq!(row.reference, want, "{}", row.label);
+            for c in &row.cells {
+                assert_eq!(c.cfg.direct, !warm, "{} / {}", row.label, c.label);
+                assert!(c.error.is_none(), "{} / {}", row.label, c.label);
+            }
+        }
+    }
+
     /// Sparser bitmaps get larger files, within the scale's bounds, each a
     /// power of two, and each selects the blocks asked for where the largest
     /// file allows.
