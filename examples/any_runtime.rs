@@ -2,7 +2,8 @@
 //!
 //! `pagestream-runtimes` starts each of pagestream's runtimes with its
 //! engine — the thread pool under a plain executor, tokio-uring, glommio,
-//! and pagestream-uring's own io_uring driver — on a fresh thread. A
+//! pagestream-uring's own io_uring driver, and that driver from a tokio
+//! runtime — on a fresh thread. A
 //! `Workload` is written once against the `Env` trait (the runtime's engine
 //! and a way to open files for it) and runs on each of them.
 //!

@@ -10,7 +10,14 @@
 //!   `DmaStreamReader` (read-ahead = `max_ios` buffers of
 //!   `io_combine_limit` blocks) for forward scans, `DmaFile::read_many`
 //!   (concurrency `max_ios`, merged requests up to `io_combine_limit`
-//!   blocks) for the other patterns. O_DIRECT only.
+//!   blocks) for the other patterns. O_DIRECT only;
+//! - `tokio-uring-fs`: tokio-uring used directly, as its user writes a page
+//!   reader: `max_ios` tasks on a `tokio_uring::start` runtime (its
+//!   defaults), each taking the next request and reading it with
+//!   `File::read_exact_at` into a buffer of its own (4096-aligned, so that
+//!   O_DIRECT works). A forward scan's requests are `io_combine_limit`
+//!   blocks (fio's `bs`, pagestream's combined reads), the other patterns'
+//!   one block.
 
 use crate::checksum::Checksum;
 use crate::scan::{RunResult, ScanConfig, Target, Timer};
@@ -45,6 +52,35 @@ impl AlignedBuf {
     }
 }
 
+// SAFETY: `ptr` points to `layout.size()` bytes owned by the buffer, which
+// neither moves nor frees them until it is dropped (moving the `AlignedBuf`
+// moves only the pointer); all of them are initialised (zeroed at
+// allocation), so `bytes_init` is the whole buffer.
+unsafe impl tokio_uring::buf::IoBuf for AlignedBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    fn bytes_init(&self) -> usize {
+        self.layout.size()
+    }
+
+    fn bytes_total(&self) -> usize {
+        self.layout.size()
+    }
+}
+
+// SAFETY: as for `IoBuf`: the pointer is stable and writable for
+// `bytes_total()` bytes while the buffer lives, and every byte is always
+// initialised, so there is nothing for `set_init` to record.
+unsafe impl tokio_uring::buf::IoBufMut for AlignedBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+
+    unsafe fn set_init(&mut self, _pos: usize) {}
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout, freed once.
@@ -53,7 +89,7 @@ impl Drop for AlignedBuf {
 }
 
 /// `posix_fadvise` on a whole-file descriptor range.
-pub fn fadvise(file: &File, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
+pub fn fadvise(file: &impl AsRawFd, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
     // SAFETY: posix_fadvise takes no pointers; a bad fd gives an error code.
     let r = unsafe {
         libc::posix_fadvise(
@@ -240,6 +276,110 @@ pub fn glommio_stream(
                 }
                 r.extra.insert("glommio_api".into(), json!(api));
                 r.extra.insert("read_ahead".into(), json!(depth));
+                Ok(r)
+            })
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+/// `tokio-uring-fs`: see the module docs. tokio-uring's runtime panics
+/// where io_uring is unavailable, so the ring is probed first
+/// (`pagestream_uring::probe`, an error naming the cause).
+pub fn tokio_uring_fs(
+    cfg: &ScanConfig,
+    target: &Target,
+    blocks: &[u64],
+    run: usize,
+) -> io::Result<RunResult> {
+    use crate::pattern::Pattern;
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use tokio_uring::buf::BoundedBuf;
+    pagestream_uring::probe()?;
+    let bs = cfg.block_size;
+    // Requests: (first block, blocks). A forward scan's blocks are 0..n.
+    let per = if cfg.pattern == Pattern::Forward {
+        cfg.combine.max(1)
+    } else {
+        1
+    };
+    let requests: Vec<(u64, usize)> = blocks.chunks(per).map(|c| (c[0], c.len())).collect();
+    let depth = cfg.max_ios.max(1).min(requests.len().max(1));
+    std::thread::scope(|s| {
+        s.spawn(|| -> io::Result<RunResult> {
+            let requests = Rc::new(requests);
+            tokio_uring::start(async {
+                let mut oo = tokio_uring::fs::OpenOptions::new();
+                oo.read(true);
+                if cfg.direct {
+                    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut oo, libc::O_DIRECT);
+                }
+                let file = Rc::new(oo.open(&target.path).await?);
+                if !cfg.readahead && !cfg.direct {
+                    fadvise(&*file, 0, 0, libc::POSIX_FADV_RANDOM)?;
+                }
+                // One buffer per task, touched now (a fresh allocation is
+                // lazily mapped), and one read to start the ring, outside
+                // the timing.
+                let mut bufs: Vec<AlignedBuf> = (0..depth)
+                    .map(|_| {
+                        let mut b = AlignedBuf::new(bs * per);
+                        b.as_mut_slice().fill(0);
+                        b
+                    })
+                    .collect();
+                let first = bufs.pop().expect("depth >= 1");
+                let (res, first) = file.read_exact_at(first.slice(..bs), 0).await;
+                res?;
+                bufs.push(first.into_inner());
+                let resident = target.prepare(cfg.cache, cfg.direct)?;
+                let next = Rc::new(Cell::new(0usize));
+                let timer = Timer::start(target);
+                let tasks: Vec<_> = bufs
+                    .into_iter()
+                    .map(|mut buf| {
+                        let (file, next, requests) =
+                            (Rc::clone(&file), Rc::clone(&next), Rc::clone(&requests));
+                        tokio_uring::spawn(async move {
+                            let mut ck = Checksum::default();
+                            let mut reads = 0u64;
+                            loop {
+                                let i = next.get();
+                                let Some(&(b, n)) = requests.get(i) else {
+                                    return Ok::<_, io::Error>((ck, reads));
+                                };
+                                next.set(i + 1);
+                                let len = n * bs;
+                                let (res, slice) =
+                                    file.read_exact_at(buf.slice(..len), b * bs as u64).await;
+                                buf = slice.into_inner();
+                                res.map_err(|e| {
+                                    io::Error::new(e.kind(), format!("block {b}: {e}"))
+                                })?;
+                                let data = &buf.as_mut_slice()[..len];
+                                for (k, page) in data.chunks_exact(bs).enumerate() {
+                                    ck.add(b + k as u64, page);
+                                }
+                                reads += 1;
+                            }
+                        })
+                    })
+                    .collect();
+                let mut ck = Checksum::default();
+                let mut reads = 0u64;
+                for t in tasks {
+                    let (c, n) = t.await.map_err(io::Error::other)??;
+                    ck.merge(c);
+                    reads += n;
+                }
+                let mut r = RunResult::from_checksum(cfg, run, ck, timer.stop(), resident);
+                r.reads = Some(reads);
+                r.mean_blocks_per_read = Some(ck.pages as f64 / reads.max(1) as f64);
+                r.max_in_flight = Some(depth as u64);
+                r.extra.insert("tasks".into(), json!(depth));
+                r.extra.insert("request_bytes".into(), json!(bs * per));
                 Ok(r)
             })
         })

@@ -24,15 +24,20 @@ fn err<E: std::fmt::Display>(e: E) -> io::Error {
 }
 
 /// Every engine's colour, the same in every chart.
-pub const COLORS: [(Engine, RGBColor); 9] = [
+pub const COLORS: [(Engine, RGBColor); 14] = [
     (Engine::ThreadPool, RGBColor(31, 119, 180)),
     (Engine::TokioUring, RGBColor(255, 127, 14)),
     (Engine::Glommio, RGBColor(44, 160, 44)),
     (Engine::Uring, RGBColor(214, 39, 40)),
+    (Engine::UringTokio, RGBColor(227, 119, 194)),
+    (Engine::UringTokioBlockOn, RGBColor(188, 189, 34)),
+    (Engine::ThreadPoolTokio, RGBColor(23, 190, 207)),
     (Engine::PreadLoop, RGBColor(90, 90, 90)),
     (Engine::FadvisePrefetch, RGBColor(140, 86, 75)),
     (Engine::TokioFs, RGBColor(148, 103, 189)),
     (Engine::GlommioStream, RGBColor(150, 150, 30)),
+    (Engine::TokioIoUring, RGBColor(102, 51, 153)),
+    (Engine::TokioUringFs, RGBColor(230, 160, 90)),
     (Engine::Fio, RGBColor(0, 0, 0)),
 ];
 
@@ -558,7 +563,7 @@ mod tests {
 
     #[test]
     fn every_engine_has_its_own_colour() {
-        for e in Engine::ALL {
+        for e in Engine::ALL.into_iter().chain(Engine::TOKIO) {
             let n = COLORS.iter().filter(|(k, _)| *k == e).count();
             assert_eq!(n, 1, "{e}");
         }

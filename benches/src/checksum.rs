@@ -61,6 +61,13 @@ impl Checksum {
         self.sum = self.sum.wrapping_add(page_hash(block, page));
         self.pages += 1;
     }
+
+    /// Adds the pages of another checksum (a reader's tasks each keep
+    /// one).
+    pub fn merge(&mut self, other: Checksum) {
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.pages += other.pages;
+    }
 }
 
 #[cfg(test)]

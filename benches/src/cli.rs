@@ -13,12 +13,18 @@ use std::path::PathBuf;
 /// Usage text.
 pub const USAGE: &str = "\
 usage: pagestream-bench scan --engine E --pattern P --cache C [options]
-       pagestream-bench report [--quick] [--out DIR] [--repeat N] [--only 1,2,..]
+       pagestream-bench report [--quick] [--out DIR] [--repeat N] [--only 1,2,..|tokio]
                                [--doc PATH] [--readme PATH]
 
 scan: one configuration, --repeat times.
-  --engine E         threadpool | tokio-uring | glommio | uring    (pagestream)
-                     pread-loop | fadvise-prefetch | tokio-fs | glommio-stream | fio
+  --engine E         threadpool | tokio-uring | glommio | uring | uring-tokio
+                     | uring-tokio-blockon | threadpool-tokio    (pagestream)
+                     pread-loop | fadvise-prefetch | tokio-fs | glommio-stream
+                     | tokio-io-uring | tokio-uring-fs | fio    (baselines)
+                     (uring-tokio, threadpool-tokio: the scan in a task
+                     spawned on a multi-thread tokio runtime;
+                     uring-tokio-blockon: in its block_on; tokio-io-uring:
+                     tokio's own io_uring fs, a separately built program)
                      object-store (pagestream over an object URL; the
                      default, and the only engine, for --file URL)
   --pattern P        forward | backward | random | bitmap:DENSITY
@@ -52,6 +58,8 @@ scan: one configuration, --repeat times.
                      PostgreSQL's READ_STREAM_FULL)
   --nowait on|off    threadpool: inline RWF_NOWAIT read first on buffered
                      files (default on)
+  --workers N        tokio worker threads of uring-tokio, uring-tokio-blockon,
+                     threadpool-tokio and tokio-io-uring (default 2)
   --seed N           seed of random and bitmap (default 1)
   --repeat N         runs (default 1)
   --json             one JSON object per run on stdout, no progress bars
@@ -61,8 +69,11 @@ report: the standard matrix (see README), engines alternating run by run;
   --quick            reduced matrix, small files, 3 repeats (< 2 minutes)
   --out DIR          output directory (default target/bench-report)
   --repeat N         repeats (default 5; --quick 3)
-  --only LIST        comma-separated sections to run: 1,2,3,4,5,6 (default all;
-                     6: object storage, on nginx and moto started on loopback)
+  --only LIST        comma-separated sections to run: 1,2,3,4,5,6,7 (default
+                     all; 6: object storage, on nginx and moto started on
+                     loopback; 7 or tokio: io_uring from tokio). A partial
+                     run writes docs/benchmarks.md and the README only when
+                     --doc / --readme say so
   --doc PATH         also write the report as documentation: PATH (charts in
                      PATH's stem beside it); default docs/benchmarks.md when
                      run from the workspace root, else not written
@@ -96,8 +107,11 @@ pub struct ReportOpts {
     pub out: Option<PathBuf>,
     /// `--repeat`.
     pub repeat: Option<usize>,
-    /// `--only`: sections 1–6.
+    /// `--only`: sections 1–7 (all by default).
     pub only: Vec<u8>,
+    /// Whether `--only` left sections out (the documentation page is then
+    /// written only where `--doc` names it).
+    pub partial: bool,
     /// `--doc`: the documentation page to write.
     pub doc: Option<PathBuf>,
     /// `--readme`: the README whose headline block to rewrite.
@@ -170,6 +184,8 @@ struct ScanArgs {
     full: bool,
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     nowait: bool,
+    #[arg(long, default_value_t = pagestream_runtimes::TOKIO_WORKERS, value_parser = number::<usize>)]
+    workers: usize,
     #[arg(long, default_value = "1", value_parser = number::<u64>)]
     seed: u64,
     #[arg(long, default_value = "1", value_parser = number::<usize>)]
@@ -228,6 +244,7 @@ impl ScanArgs {
                 seed: a.seed,
                 full: a.full,
                 nowait: a.nowait,
+                workers: a.workers,
             },
             file: a.data.file,
             create: a.data.create,
@@ -256,15 +273,17 @@ struct ReportArgs {
     out: Option<PathBuf>,
     #[arg(long, value_parser = number::<usize>)]
     repeat: Option<usize>,
-    #[arg(long, default_value = "1,2,3,4,5,6", value_parser = |s: &str| {
+    /// `None`: every section.
+    #[arg(long, value_parser = |s: &str| {
         s.split(',')
-            .map(|p| match p.trim().parse::<u8>() {
-                Ok(n @ 1..=6) => Ok(n),
-                _ => Err(format!("{p:?}: expected section numbers 1 to 6")),
+            .map(|p| match (p.trim(), p.trim().parse::<u8>()) {
+                ("tokio", _) => Ok(7),
+                (_, Ok(n @ 1..=7)) => Ok(n),
+                _ => Err(format!("{p:?}: expected section numbers 1 to 7 (or tokio)")),
             })
             .collect::<Result<List<u8>, String>>()
     })]
-    only: List<u8>,
+    only: Option<List<u8>>,
     #[arg(long)]
     doc: Option<PathBuf>,
     #[arg(long)]
@@ -277,13 +296,42 @@ impl ReportArgs {
         if a.repeat == Some(0) {
             return Err(UsageError("--repeat must be at least 1".into()));
         }
+        let all: Vec<u8> = (1..=7).collect();
+        let only: Vec<u8> = a.only.unwrap_or_else(|| all.clone());
         Ok(ReportOpts {
             quick: a.quick,
             out: a.out,
             repeat: a.repeat,
-            only: a.only,
+            partial: all.iter().any(|n| !only.contains(n)),
+            only,
             doc: a.doc,
             readme: a.readme,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(args: &[&str]) -> ReportOpts {
+        let mut v = vec!["report".to_string()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        match parse(v) {
+            Ok(Some(Command::Report(o))) => o,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_takes_numbers_and_tokio_and_marks_a_partial_run() {
+        let all = report(&[]);
+        assert_eq!(all.only, [1, 2, 3, 4, 5, 6, 7]);
+        assert!(!all.partial);
+        let t = report(&["--only", "tokio"]);
+        assert_eq!(t.only, [7]);
+        assert!(t.partial);
+        assert_eq!(report(&["--only", "1,7"]).only, [1, 7]);
+        assert!(!report(&["--only", "1,2,3,4,5,6,7"]).partial);
     }
 }

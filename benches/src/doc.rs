@@ -392,13 +392,17 @@ pub fn headline_table(sections: &[Section]) -> String {
         Engine::TokioUring,
         Engine::Glommio,
         Engine::Uring,
+        Engine::UringTokio,
     ];
     let mut m = String::new();
     let _ = writeln!(
         m,
-        "| MiB/s (median) | threadpool | tokio-uring | glommio | uring | best baseline | tokio::fs | fio |"
+        "| MiB/s (median) | threadpool | tokio-uring | glommio | uring | uring-tokio | best baseline | tokio::fs | fio |"
     );
-    let _ = writeln!(m, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |");
+    let _ = writeln!(
+        m,
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
+    );
     for l in headline_lines(sections) {
         let cells = || {
             l.row.cells.iter().filter(|c| {
@@ -544,7 +548,8 @@ pub(crate) fn write(
     let _ = writeln!(
         m,
         "pagestream's engines against what a Rust program would use instead (a `pread` loop, \
-         `posix_fadvise` prefetching, `tokio::fs`, glommio's own readers) and against fio, \
+         `posix_fadvise` prefetching, `tokio::fs`, tokio's own io_uring fs, tokio-uring, \
+         glommio's own readers) and against fio, \
          the device's ceiling. How each configuration is prepared, timed and checked is \
          described in [`benches/src/main.rs`](../benches/src/main.rs); the matrix is in \
          [`benches/src/report.rs`](../benches/src/report.rs). To regenerate this page, from \

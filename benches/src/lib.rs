@@ -6,8 +6,11 @@
 //! - [`pattern`]: forward, backward, random, bitmap block lists;
 //! - [`scan`]: one measured configuration (cache preparation, pagestream
 //!   engines through `pagestream-runtimes`), [`scan::RunResult`] and its JSON;
-//! - [`baselines`]: pread loop, fadvise prefetch, tokio::fs, glommio's readers;
+//! - [`baselines`]: pread loop, fadvise prefetch, tokio::fs, glommio's readers,
+//!   tokio-uring used directly;
 //! - [`fio`]: running fio and parsing its JSON;
+//! - [`tokio_io_uring`]: tokio's own io_uring fs, a program built apart
+//!   (`--cfg tokio_unstable`) and run per run;
 //! - [`cli`]: the command line;
 //! - [`report`]: the standard matrix, its tables, JSON and charts;
 //! - [`doc`]: the report as `docs/benchmarks.md` and the README's headline;
@@ -49,3 +52,4 @@ pub mod remote;
 pub mod report;
 pub mod scan;
 pub mod timing;
+pub mod tokio_io_uring;

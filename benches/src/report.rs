@@ -11,7 +11,13 @@
 //! 5. remote storage: the `remote` example's `--json` rows, if it is built;
 //! 6. object storage: `remote --serve nginx` (and `--serve moto`), the
 //!    object-store engine over servers the report starts on loopback
-//!    ([`crate::remote`]'s section 6).
+//!    ([`crate::remote`]'s section 6);
+//! 7. io_uring from tokio: random 8 KiB O_DIRECT reads at `max_ios` 1, 4,
+//!    16, 64, a cold O_DIRECT and a warm buffered sequential scan, with
+//!    `uring-tokio` spawned and in `block_on`, tokio's own io_uring fs,
+//!    tokio-uring used directly, the thread pool under tokio, `uring` and
+//!    fio (the warm row against a `pread` loop); CPU time per read beside
+//!    each (`report --only tokio` runs it alone).
 //!
 //! Within a row the engines alternate run by run (the first engine rotates
 //! with the repeat). A configuration that fails is reported with its error
@@ -70,6 +76,16 @@ impl Cell {
         Spread::of(&self.runs.iter().map(|r| r.mib_per_s()).collect::<Vec<_>>())
     }
 
+    /// Median CPU µs per I/O request ([`RunResult::cpu_us_per_read`]).
+    pub fn cpu_per_read(&self) -> Option<f64> {
+        median_of(self, RunResult::cpu_us_per_read)
+    }
+
+    /// Median CPU µs per page ([`RunResult::cpu_us_per_page`]).
+    pub fn cpu_per_page(&self) -> Option<f64> {
+        median_of(self, RunResult::cpu_us_per_page)
+    }
+
     fn pages_spread(&self) -> Option<Spread> {
         Spread::of(
             &self
@@ -92,9 +108,32 @@ pub struct Row {
     pub target: usize,
     /// The configurations.
     pub cells: Vec<Cell>,
+    /// What the row's ratio columns compare with: fio, the device's
+    /// ceiling, unless the row says otherwise (pread-loop for warm reads,
+    /// which fio's io_uring engine does slowly).
+    pub reference: Engine,
 }
 
 impl Row {
+    /// A row of `cells` over file `target`, compared with fio.
+    fn new(label: impl Into<String>, x: f64, target: usize, cells: Vec<Cell>) -> Row {
+        Row {
+            label: label.into(),
+            x,
+            target,
+            cells,
+            reference: Engine::Fio,
+        }
+    }
+
+    /// The reference's cell and median MiB/s, if it ran.
+    pub fn reference(&self) -> Option<(&Cell, f64)> {
+        self.cells
+            .iter()
+            .find(|c| c.cfg.engine == self.reference)
+            .and_then(|c| c.spread().map(|s| (c, s.median)))
+    }
+
     /// The best baseline (not pagestream, not fio) by median MiB/s.
     pub fn best_baseline(&self) -> Option<(&Cell, f64)> {
         self.cells
@@ -147,6 +186,11 @@ struct Scale {
     bitmap_ios: &'static [usize],
     combines: &'static [usize],
     depths: &'static [usize],
+    /// Section 7: the random rows' file, their depths, the sequential
+    /// rows' file.
+    tokio_random: u64,
+    tokio_depths: &'static [usize],
+    tokio_seq: u64,
 }
 
 const FULL: Scale = Scale {
@@ -161,6 +205,9 @@ const FULL: Scale = Scale {
     bitmap_ios: &[0, 1, 2, 4, 8, 16],
     combines: &[1, 8, 16, 32],
     depths: &[1, 2, 4, 8, 16, 32, 64],
+    tokio_random: 128 << 20,
+    tokio_depths: &[1, 4, 16, 64],
+    tokio_seq: 1 << 30,
 };
 
 const QUICK: Scale = Scale {
@@ -175,6 +222,9 @@ const QUICK: Scale = Scale {
     bitmap_ios: &[0, 16],
     combines: &[1, 16],
     depths: &[1, 16, 64],
+    tokio_random: 32 << 20,
+    tokio_depths: &[1, 4, 16, 64],
+    tokio_seq: 256 << 20,
 };
 
 const BS: usize = 8192;
@@ -220,6 +270,7 @@ fn cfg(engine: Engine, pattern: Pattern, cache: Cache) -> ScanConfig {
         seed: 1,
         full: false,
         nowait: true,
+        workers: pagestream_runtimes::TOKIO_WORKERS,
     }
 }
 
@@ -272,12 +323,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                     cell(l, c, fio_ok)
                 })
                 .collect();
-            rows.push(Row {
-                label: label.into(),
-                x: rows.len() as f64,
-                target: t,
-                cells,
-            });
+            rows.push(Row::new(label, rows.len() as f64, t, cells));
         }
         sections.push(Section {
             id: 1,
@@ -341,12 +387,12 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                             cell(e.name(), c, fio_ok)
                         })
                         .collect();
-                    rows.push(Row {
-                        label: format!("{mode}, density {d}, max_ios {mi}"),
-                        x: d,
-                        target: t,
+                    rows.push(Row::new(
+                        format!("{mode}, density {d}, max_ios {mi}"),
+                        d,
+                        t,
                         cells,
-                    });
+                    ));
                 }
             }
         }
@@ -384,12 +430,12 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
             c.combine = comb;
             c.backward_combining = false;
             cells.extend(cell("threadpool backward, no combining", c, fio_ok));
-            rows.push(Row {
-                label: format!("io_combine_limit {comb}"),
-                x: comb as f64,
-                target: t,
+            rows.push(Row::new(
+                format!("io_combine_limit {comb}"),
+                comb as f64,
+                t,
                 cells,
-            });
+            ));
         }
         sections.push(Section {
             id: 3,
@@ -413,6 +459,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                 TokioUring,
                 Glommio,
                 Uring,
+                UringTokio,
                 PreadLoop,
                 GlommioStream,
                 Fio,
@@ -425,12 +472,7 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
                 cell(e.name(), c, fio_ok)
             })
             .collect();
-            rows.push(Row {
-                label: format!("max_ios {depth}"),
-                x: depth as f64,
-                target: t,
-                cells,
-            });
+            rows.push(Row::new(format!("max_ios {depth}"), depth as f64, t, cells));
         }
         sections.push(Section {
             id: 4,
@@ -446,7 +488,101 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
             seconds: 0.0,
         });
     }
+    if only.contains(&7) {
+        sections.push(tokio_section(scale, &mut target, fio_ok));
+    }
     (sizes, sections)
+}
+
+/// The engines of section 7 (the warm row adds pread-loop).
+const TOKIO_ENGINES: [Engine; 7] = [
+    Engine::UringTokio,
+    Engine::UringTokioBlockOn,
+    Engine::TokioIoUring,
+    Engine::TokioUringFs,
+    Engine::ThreadPoolTokio,
+    Engine::Uring,
+    Engine::Fio,
+];
+
+/// Section 7, io_uring from tokio: the rows issue 17 asks for.
+fn tokio_section(scale: &Scale, target: &mut impl FnMut(u64) -> usize, fio_ok: bool) -> Section {
+    let cells = |pattern: Pattern, cache: Cache, direct: bool, max_ios: usize, extra: &[Engine]| {
+        TOKIO_ENGINES
+            .iter()
+            .chain(extra)
+            .filter_map(|&e| {
+                let mut c = cfg(e, pattern, cache);
+                c.direct = direct;
+                c.max_ios = max_ios;
+                cell(e.name(), c, fio_ok)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut rows = Vec::new();
+    let t = target(scale.tokio_random);
+    for &depth in scale.tokio_depths {
+        rows.push(Row::new(
+            format!("random 8 KiB, cold, O_DIRECT, max_ios {depth}"),
+            depth as f64,
+            t,
+            cells(Pattern::Random, Cache::Cold, true, depth, &[]),
+        ));
+    }
+    let t = target(scale.tokio_seq);
+    rows.push(Row::new(
+        "sequential, cold, O_DIRECT, max_ios 16",
+        0.0,
+        t,
+        cells(Pattern::Forward, Cache::Cold, true, 16, &[]),
+    ));
+    let mut warm = Row::new(
+        "sequential, warm, buffered, max_ios 16",
+        0.0,
+        t,
+        cells(
+            Pattern::Forward,
+            Cache::Warm,
+            false,
+            16,
+            &[Engine::PreadLoop],
+        ),
+    );
+    warm.reference = Engine::PreadLoop;
+    rows.push(warm);
+    Section {
+        id: 7,
+        title: format!(
+            "io_uring from tokio (random {}, sequential {})",
+            format_size(scale.tokio_random),
+            format_size(scale.tokio_seq)
+        ),
+        note: format!(
+            "Every tokio engine runs on a multi-thread tokio runtime of {} workers (this \
+             machine's cores; `scan --workers N`). uring-tokio: pagestream-uring's \
+             UringTokioEngine, the scan in a task spawned on the runtime \
+             (`rt.block_on(rt.spawn(scan))`, as a `#[tokio::main]` program spawns its scan); \
+             uring-tokio-blockon: the same engine, the scan polled in `block_on` (the body of \
+             `#[tokio::main]` itself: a completion reaped on a worker wakes another thread); \
+             threadpool-tokio: the thread-pool engine, the scan spawned the same way; \
+             tokio-io-uring: tokio 1.54's own io_uring fs (`tokio::fs::File`, `--cfg \
+             tokio_unstable`; max_ios tasks with a File each, seek + read_exact into a Vec), \
+             a program built apart (benches/tokio-io-uring); tokio-uring-fs: tokio-uring used \
+             directly (`File::read_exact_at`, max_ios tasks on `tokio_uring::start`); uring: \
+             pagestream-uring's own runtime; fio: io_uring, iodepth = max_ios. Random rows: \
+             every block once in a seeded order (fio: randread, its random map). Sequential \
+             rows: io_combine_limit 16; fio, tokio-io-uring and tokio-uring-fs read 128 KiB \
+             requests, 16 in flight. The warm row compares with pread-loop (a plain read() \
+             loop of 8 KiB; fio's io_uring engine reads cached data slowly). CPU µs/read: the \
+             process's user + system CPU time over the timed section, every thread (tokio \
+             workers, the reaper, I/O threads; fio: its job's usr + sys), per I/O request; \
+             CPU vs: the ratio of CPU per page (the same work whatever the request size, and \
+             the per-read ratio where requests are the same size).",
+            pagestream_runtimes::TOKIO_WORKERS
+        ),
+        rows,
+        seconds: 0.0,
+    }
 }
 
 /// Runs the report.
@@ -468,6 +604,21 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
         eprintln!("pagestream-bench: note: fio is not installed; fio cells are reported as such");
     }
     let (sizes, mut sections) = plan(&scale, &o.only, fio_ok);
+    // Build the tokio-io-uring program now, not under the progress bar.
+    let mut tokio_cells = sections
+        .iter_mut()
+        .flat_map(|s| &mut s.rows)
+        .flat_map(|r| &mut r.cells)
+        .filter(|c| c.cfg.engine == Engine::TokioIoUring)
+        .peekable();
+    if tokio_cells.peek().is_some() {
+        if let Err(e) = crate::tokio_io_uring::binary() {
+            eprintln!("pagestream-bench: {e}");
+            for c in tokio_cells {
+                c.error = Some(e.to_string());
+            }
+        }
+    }
     let mut targets = Vec::new();
     for &size in &sizes {
         let (path, nblocks) = data::scan_file("pagestream-bench", None, false, size, BS)?;
@@ -608,7 +759,17 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
         charts.len(),
         out.display()
     );
-    match doc::Targets::resolve(o.doc.clone(), o.readme.clone()) {
+    // A partial run (--only) would replace the whole page with its
+    // sections: it writes the page and the README only where told to.
+    let doc_targets = if o.partial {
+        o.doc.clone().map(|doc| doc::Targets {
+            doc,
+            readme: o.readme.clone(),
+        })
+    } else {
+        doc::Targets::resolve(o.doc.clone(), o.readme.clone())
+    };
+    match doc_targets {
         Some(t) => doc::write(
             &t,
             &meta,
@@ -617,6 +778,10 @@ pub fn run(o: ReportOpts) -> io::Result<()> {
             objects.as_ref(),
             &problems,
         )?,
+        None if o.partial => println!(
+            "--only: a partial report; docs/benchmarks.md and the README not written (--doc \
+             PATH writes the page)"
+        ),
         None => {
             println!("not at a workspace root and no --doc PATH: docs/benchmarks.md not written")
         }
@@ -783,9 +948,12 @@ fn markdown(
         m,
         "- {} repeats per configuration{}, engines alternating run by run; MiB/s median (min–max); \
          ratios are of medians: against the best baseline of the row (pread-loop, \
-         fadvise-prefetch, tokio-fs, glommio-stream) and against fio. in flight: most reads \
-         in flight (pagestream's stats). CPU µs/page: this process's user + system time (fio: \
-         its own). device qd, KiB/req: the file's block device during the run \
+         fadvise-prefetch, tokio-fs, glommio-stream, tokio-io-uring, tokio-uring-fs) and \
+         against fio (or the row's reference). in flight: most reads \
+         in flight (pagestream's stats). CPU µs/page, CPU µs/read (per I/O request): this \
+         process's user + system time (fio: its own; tokio-io-uring: its process's); CPU vs: \
+         the ratio of CPU per page to the reference's. device qd, KiB/req: the file's block \
+         device during the run \
          (/proc/diskstats: mean requests in flight, mean request size; every process's I/O)",
         meta.repeat,
         if meta.quick { " (--quick: reduced matrix, small files)" } else { "" }
@@ -839,17 +1007,30 @@ pub(crate) fn section_md(m: &mut String, s: &Section) {
         "\n## {}. {}\n\n{} ({runs} runs, {:.0} s.)\n",
         s.id, s.title, s.note, s.seconds
     );
+    // What the ratios compare with: fio, or each row's own reference.
+    let mut refs: Vec<&str> = Vec::new();
+    for r in &s.rows {
+        if !refs.contains(&r.reference.name()) {
+            refs.push(r.reference.name());
+        }
+    }
+    let vs = if refs.is_empty() {
+        "fio".to_string()
+    } else {
+        refs.join(" / ")
+    };
     let _ = writeln!(
         m,
-        "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | device qd, KiB/req | steal | vs best baseline | vs fio |"
+        "| row | engine | MiB/s | pages/s | reads × blocks | in flight | CPU µs/page | CPU µs/read | device qd, KiB/req | steal | vs best baseline | vs {vs} | CPU vs {vs} |"
     );
     let _ = writeln!(
         m,
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for row in &s.rows {
         let best = row.best_baseline();
-        let fio = row.fio();
+        let reference = row.reference();
+        let ref_cpu = reference.and_then(|(c, _)| c.cpu_per_page());
         for c in &row.cells {
             let label = if c.cfg.engine.is_pagestream() {
                 format!("**{}**", c.label)
@@ -860,7 +1041,7 @@ pub(crate) fn section_md(m: &mut String, s: &Section) {
                 (Some(e), _) if c.runs.is_empty() => {
                     let _ = writeln!(
                         m,
-                        "| {} | {} | error: {} | | | | | | | | |",
+                        "| {} | {} | error: {} | | | | | | | | | | |",
                         row.label,
                         label,
                         e.replace('|', "/")
@@ -874,13 +1055,9 @@ pub(crate) fn section_md(m: &mut String, s: &Section) {
                         _ => "—".into(),
                     };
                     let inflight = r.max_in_flight.map_or("—".into(), |v| v.to_string());
-                    let cpu = Spread::of(
-                        &c.runs
-                            .iter()
-                            .filter_map(|r| r.cpu_seconds.map(|s| s * 1e6 / r.blocks.max(1) as f64))
-                            .collect::<Vec<_>>(),
-                    )
-                    .map_or("—".into(), |s| format!("{:.2}", s.median));
+                    let cpu_page = c.cpu_per_page();
+                    let cpu = cpu_page.map_or("—".into(), |v| format!("{v:.2}"));
+                    let cpu_read = c.cpu_per_read().map_or("—".into(), |v| format!("{v:.2}"));
                     let qd = Spread::of(
                         &c.runs
                             .iter()
@@ -906,9 +1083,10 @@ pub(crate) fn section_md(m: &mut String, s: &Section) {
                         c.runs.iter().filter(|r| stolen_from(r)).count(),
                         c.runs.len()
                     );
+                    let is_ref = c.cfg.engine == row.reference;
                     let _ = writeln!(
                         m,
-                        "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                        "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                         row.label,
                         label,
                         fmt_spread(&sp),
@@ -916,13 +1094,19 @@ pub(crate) fn section_md(m: &mut String, s: &Section) {
                         shape,
                         inflight,
                         cpu,
+                        cpu_read,
                         device,
                         steal,
                         vs_best,
-                        if c.cfg.engine == Engine::Fio {
+                        if is_ref {
                             "1.00x".into()
                         } else {
-                            ratio(sp.median, fio)
+                            ratio(sp.median, reference.map(|r| r.1))
+                        },
+                        match cpu_page {
+                            Some(_) if is_ref => "1.00x".into(),
+                            Some(v) => ratio(v, ref_cpu),
+                            None => "—".into(),
                         }
                     );
                 }
@@ -995,9 +1179,9 @@ fn headline(m: &mut String, sections: &[Section]) {
     );
     let _ = writeln!(
         m,
-        "| § | row | threadpool | tokio-uring | glommio | uring | best baseline | fio |"
+        "| § | row | threadpool | tokio-uring | glommio | uring | uring-tokio | best baseline | fio |"
     );
-    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(m, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for s in sections {
         let deepest = s
             .rows
@@ -1045,6 +1229,7 @@ fn headline(m: &mut String, sections: &[Section]) {
                     Engine::TokioUring,
                     Engine::Glommio,
                     Engine::Uring,
+                    Engine::UringTokio,
                 ] {
                     let c = row.cells.iter().find(|c| {
                         c.cfg.engine == e && c.cfg.pattern == p && c.cfg.backward_combining
@@ -1162,6 +1347,8 @@ fn report_json(
                 .map(|row| {
                     let best = row.best_baseline();
                     let fio = row.fio();
+                    let reference = row.reference();
+                    let ref_cpu = reference.and_then(|(c, _)| c.cpu_per_page());
                     let cells: Vec<Value> = row
                         .cells
                         .iter()
@@ -1176,6 +1363,10 @@ fn report_json(
                                 "median_pages_per_s": c.pages_spread().map(|s| s.median),
                                 "vs_best_baseline": sp.zip(best).map(|(s, b)| s.median / b.1),
                                 "vs_fio": sp.zip(fio).map(|(s, f)| s.median / f),
+                                "vs_reference": sp.zip(reference).map(|(s, r)| s.median / r.1),
+                                "cpu_us_per_read": c.cpu_per_read(),
+                                "cpu_us_per_page": c.cpu_per_page(),
+                                "cpu_vs_reference": c.cpu_per_page().zip(ref_cpu).map(|(a, b)| a / b),
                                 "error": c.error,
                                 "runs": c.runs.iter().map(|r| r.json()).collect::<Vec<_>>(),
                             })
@@ -1186,6 +1377,8 @@ fn report_json(
                         "best_baseline": best.map(|b| b.0.label.clone()),
                         "best_baseline_mib_per_s": best.map(|b| b.1),
                         "fio_mib_per_s": fio,
+                        "reference": row.reference.name(),
+                        "reference_mib_per_s": reference.map(|r| r.1),
                         "cells": cells,
                     })
                 })
@@ -1397,6 +1590,25 @@ pub(crate) fn charts(out: &Path, sections: &[Section]) -> io::Result<Vec<ChartFi
                 )?;
                 done.push(add("random.svg".into(), title.into()));
             }
+            7 => {
+                let keep = |r: &Row| r.cells.iter().all(|c| c.cfg.pattern == Pattern::Random);
+                let ser = series(s, keep, true);
+                if ser.is_empty() {
+                    continue;
+                }
+                let title = "io_uring from tokio: random 8 KiB reads, cold, O_DIRECT";
+                chart::line_chart(
+                    &out.join("tokio-random.svg"),
+                    title,
+                    "max_ios (fio: iodepth)",
+                    "pages/s (median, min–max)",
+                    Log,
+                    Log,
+                    Some(&xs(s, keep)),
+                    &ser,
+                )?;
+                done.push(add("tokio-random.svg".into(), title.into()));
+            }
             _ => {}
         }
     }
@@ -1406,6 +1618,43 @@ pub(crate) fn charts(out: &Path, sections: &[Section]) -> io::Result<Vec<ChartFi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Section 7 holds the rows issue 17 names, each with every tokio
+    /// engine, uring and fio, the warm row with pread-loop as its reference.
+    #[test]
+    fn tokio_section_has_the_rows_and_engines_asked_for() {
+        let (_, sections) = plan(&QUICK, &[7], true);
+        let [s] = &sections[..] else {
+            panic!("one section: {sections:?}")
+        };
+        assert_eq!(s.id, 7);
+        let labels: Vec<&str> = s.rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "random 8 KiB, cold, O_DIRECT, max_ios 1",
+                "random 8 KiB, cold, O_DIRECT, max_ios 4",
+                "random 8 KiB, cold, O_DIRECT, max_ios 16",
+                "random 8 KiB, cold, O_DIRECT, max_ios 64",
+                "sequential, cold, O_DIRECT, max_ios 16",
+                "sequential, warm, buffered, max_ios 16",
+            ]
+        );
+        for row in &s.rows {
+            let engines: Vec<Engine> = row.cells.iter().map(|c| c.cfg.engine).collect();
+            for e in TOKIO_ENGINES {
+                assert!(engines.contains(&e), "{}: no {e}", row.label);
+            }
+            let warm = row.cells[0].cfg.cache == Cache::Warm;
+            assert_eq!(engines.contains(&Engine::PreadLoop), warm, "{}", row.label);
+            let want = if warm { Engine::PreadLoop } else { Engine::Fio };
+            assert_eq!(row.reference, want, "{}", row.label);
+            for c in &row.cells {
+                assert_eq!(c.cfg.direct, !warm, "{} / {}", row.label, c.label);
+                assert!(c.error.is_none(), "{} / {}", row.label, c.label);
+            }
+        }
+    }
 
     /// Sparser bitmaps get larger files, within the scale's bounds, each a
     /// power of two, and each selects the blocks asked for where the largest

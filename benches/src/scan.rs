@@ -29,13 +29,14 @@ use crate::cache;
 use crate::checksum::Checksum;
 use crate::pattern::Pattern;
 use crate::timing::mib_per_s;
-use crate::{baselines, fio};
+use crate::{baselines, fio, tokio_io_uring};
 use futures::StreamExt;
 use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
-use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
+use pagestream_runtimes::{Env, FileOptions, Runtime, SendEnv, SpawnWorkload, Workload};
 use serde_json::{json, Map, Value};
 use std::fmt;
 use std::fs::File;
+use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -52,6 +53,18 @@ pub enum Engine {
     Glommio,
     /// pagestream, pagestream-uring's own io_uring driver.
     Uring,
+    /// pagestream, pagestream-uring's driver from tokio (`UringTokioEngine`,
+    /// the `uring-tokio` runtime), the scan in a task spawned on the
+    /// multi-thread runtime: what a `#[tokio::main]` program that spawns
+    /// its scan gets.
+    UringTokio,
+    /// `uring-tokio-blockon`: the same engine and runtime, the scan polled
+    /// in the runtime's `block_on` (the body of `#[tokio::main]` itself):
+    /// a completion reaped on a worker wakes another thread.
+    UringTokioBlockOn,
+    /// `threadpool-tokio`: pagestream's thread-pool engine, the scan in a
+    /// task spawned on the same kind of multi-thread tokio runtime.
+    ThreadPoolTokio,
     /// Blocking `pread` of one block at a time; the kernel's read-ahead
     /// does the rest (PostgreSQL 16's sequential scan).
     PreadLoop,
@@ -63,6 +76,14 @@ pub enum Engine {
     /// glommio's own readers: `DmaStreamReader` for forward scans,
     /// `DmaFile::read_many` for the other patterns (O_DIRECT only).
     GlommioStream,
+    /// tokio's own io_uring file I/O (`tokio::fs::File` under tokio 1.54's
+    /// unstable `io-uring` feature), `max_ios` tasks reading one block (a
+    /// request of a forward scan) each: the separately built
+    /// `pagestream-bench-tokio-io-uring` program ([`crate::tokio_io_uring`]).
+    TokioIoUring,
+    /// tokio-uring used directly: `tokio_uring::fs::File::read_exact_at`
+    /// into aligned buffers, `max_ios` tasks on a tokio-uring runtime.
+    TokioUringFs,
     /// The fio binary (io_uring), the device's ceiling.
     Fio,
     /// pagestream, object-store engine: range GETs of an object named by
@@ -73,16 +94,28 @@ pub enum Engine {
 impl Engine {
     /// Every engine over local files, pagestream's first
     /// ([`Engine::ObjectStore`], which reads URLs, is not one of them).
-    pub const ALL: [Engine; 9] = [
+    pub const ALL: [Engine; 10] = [
         Engine::ThreadPool,
         Engine::TokioUring,
         Engine::Glommio,
         Engine::Uring,
+        Engine::UringTokio,
         Engine::PreadLoop,
         Engine::FadvisePrefetch,
         Engine::TokioFs,
         Engine::GlommioStream,
         Engine::Fio,
+    ];
+
+    /// The other engines of the report's io_uring-from-tokio section
+    /// (beside [`Engine::UringTokio`], [`Engine::Uring`] and fio): the same
+    /// engine polled in `block_on`, the thread pool under tokio, and
+    /// tokio's and tokio-uring's own file reads. Not in [`ALL`](Engine::ALL).
+    pub const TOKIO: [Engine; 4] = [
+        Engine::UringTokioBlockOn,
+        Engine::ThreadPoolTokio,
+        Engine::TokioIoUring,
+        Engine::TokioUringFs,
     ];
 
     /// The engine's command-line name.
@@ -92,10 +125,15 @@ impl Engine {
             Engine::TokioUring => "tokio-uring",
             Engine::Glommio => "glommio",
             Engine::Uring => "uring",
+            Engine::UringTokio => "uring-tokio",
+            Engine::UringTokioBlockOn => "uring-tokio-blockon",
+            Engine::ThreadPoolTokio => "threadpool-tokio",
             Engine::PreadLoop => "pread-loop",
             Engine::FadvisePrefetch => "fadvise-prefetch",
             Engine::TokioFs => "tokio-fs",
             Engine::GlommioStream => "glommio-stream",
+            Engine::TokioIoUring => "tokio-io-uring",
+            Engine::TokioUringFs => "tokio-uring-fs",
             Engine::Fio => "fio",
             Engine::ObjectStore => "object-store",
         }
@@ -108,9 +146,35 @@ impl Engine {
             Engine::TokioUring => Some(Runtime::TokioUring),
             Engine::Glommio => Some(Runtime::Glommio),
             Engine::Uring => Some(Runtime::Uring),
+            Engine::UringTokio | Engine::UringTokioBlockOn => Some(Runtime::UringTokio),
+            Engine::ThreadPoolTokio => Some(Runtime::ThreadPool),
             Engine::ObjectStore => Some(Runtime::ObjectStore),
             _ => None,
         }
+    }
+
+    /// Whether the scan runs in a task spawned on a multi-thread tokio
+    /// runtime ([`Runtime::spawn_with`]) rather than where the runtime
+    /// polls it: `uring-tokio` and `threadpool-tokio`.
+    pub const fn spawned(self) -> bool {
+        matches!(self, Engine::UringTokio | Engine::ThreadPoolTokio)
+    }
+
+    /// Whether the engine runs on a multi-thread tokio runtime whose
+    /// workers [`ScanConfig::workers`] sets.
+    pub const fn on_tokio_workers(self) -> bool {
+        matches!(
+            self,
+            Engine::UringTokio
+                | Engine::UringTokioBlockOn
+                | Engine::ThreadPoolTokio
+                | Engine::TokioIoUring
+        )
+    }
+
+    /// Whether this is the thread-pool engine (under any executor).
+    pub const fn is_threadpool(self) -> bool {
+        matches!(self, Engine::ThreadPool | Engine::ThreadPoolTokio)
     }
 
     /// Whether this is pagestream (not a baseline).
@@ -136,13 +200,15 @@ impl FromStr for Engine {
     fn from_str(s: &str) -> Result<Engine, String> {
         Engine::ALL
             .into_iter()
+            .chain(Engine::TOKIO)
             .chain([Engine::ObjectStore])
             .find(|e| e.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "{s:?}: expected threadpool, tokio-uring, glommio, uring (pagestream) or \
-                     pread-loop, fadvise-prefetch, tokio-fs, glommio-stream, fio (baselines), \
-                     or object-store (an object URL)"
+                    "{s:?}: expected threadpool, tokio-uring, glommio, uring, uring-tokio, \
+                     uring-tokio-blockon, threadpool-tokio (pagestream) or pread-loop, \
+                     fadvise-prefetch, tokio-fs, glommio-stream, tokio-io-uring, tokio-uring-fs, \
+                     fio (baselines), or object-store (an object URL)"
                 )
             })
     }
@@ -183,6 +249,10 @@ pub struct ScanConfig {
     /// threadpool: try an inline `RWF_NOWAIT` read first on buffered files
     /// (the engine's default, on).
     pub nowait: bool,
+    /// Worker threads of the multi-thread tokio runtime of the engines that
+    /// [`Engine::on_tokio_workers`] (default
+    /// [`pagestream_runtimes::TOKIO_WORKERS`]).
+    pub workers: usize,
 }
 
 /// The file a scan reads.
@@ -213,6 +283,17 @@ impl Target {
             nblocks,
             plain: Some(plain),
             dev: DiskSnap::now(dev).map(|_| dev),
+        })
+    }
+
+    /// Another handle on the same file (its descriptor duplicated), for a
+    /// scan that must own its target (a task spawned on tokio).
+    pub fn try_clone(&self) -> io::Result<Target> {
+        Ok(Target {
+            path: self.path.clone(),
+            nblocks: self.nblocks,
+            plain: self.plain.as_ref().map(File::try_clone).transpose()?,
+            dev: self.dev,
         })
     }
 
@@ -458,6 +539,23 @@ impl RunResult {
         self.blocks as f64 / self.seconds
     }
 
+    /// CPU microseconds per I/O request ([`cpu_seconds`](Self::cpu_seconds)
+    /// over [`reads`](Self::reads): fio's `total_ios`, pagestream's reads
+    /// after combining, one per block or request for the baselines).
+    pub fn cpu_us_per_read(&self) -> Option<f64> {
+        let reads = self.reads.filter(|&n| n > 0)?;
+        self.cpu_seconds.map(|s| s * 1e6 / reads as f64)
+    }
+
+    /// CPU microseconds per page (block) read: the same work whatever the
+    /// request size.
+    pub fn cpu_us_per_page(&self) -> Option<f64> {
+        (self.blocks > 0)
+            .then_some(())
+            .and(self.cpu_seconds)
+            .map(|s| s * 1e6 / self.blocks as f64)
+    }
+
     /// The run as a JSON object, with the scan programs' field names.
     pub fn json(&self) -> Value {
         let c = &self.cfg;
@@ -487,11 +585,19 @@ impl RunResult {
         if c.full {
             m.insert("full".into(), json!(true));
         }
-        if c.engine == Engine::ThreadPool {
+        if c.engine.is_threadpool() {
             m.insert("nowait".into(), json!(c.nowait && !c.direct));
+        }
+        if c.engine.on_tokio_workers() {
+            m.insert("workers".into(), json!(c.workers));
+        }
+        if c.engine.is_pagestream() {
+            m.insert("spawned".into(), json!(c.engine.spawned()));
         }
         m.insert("resident_before".into(), json!(self.resident_before));
         m.insert("cpu_seconds".into(), json!(self.cpu_seconds));
+        m.insert("cpu_us_per_read".into(), json!(self.cpu_us_per_read()));
+        m.insert("cpu_us_per_page".into(), json!(self.cpu_us_per_page()));
         m.insert("steal_seconds".into(), json!(self.steal_seconds));
         if let Some(d) = self.disk {
             m.insert("device_requests".into(), json!(d.requests));
@@ -601,10 +707,22 @@ pub fn check(cfg: &ScanConfig) -> Result<(), String> {
             "--full: a pagestream stream option; {e} has no ramp to skip"
         ));
     }
-    if !cfg.nowait && e != Engine::ThreadPool {
+    if !cfg.nowait && !e.is_threadpool() {
         return Err(format!(
             "--nowait: a threadpool engine option, not one of {e}"
         ));
+    }
+    if matches!(e, Engine::TokioIoUring | Engine::TokioUringFs)
+        && cfg.direct
+        && cfg.cache == Cache::Hot
+    {
+        return Err(format!(
+            "--cache hot: {e} has no cache of its own and --direct bypasses the OS page cache; \
+             hot does not apply"
+        ));
+    }
+    if cfg.workers == 0 {
+        return Err("--workers must be at least 1".into());
     }
     if cfg.pool_frames == 0 {
         return Err("--pool-frames must be at least 1".into());
@@ -627,16 +745,22 @@ pub fn run_scan(
     }
     check(&cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     match cfg.engine.runtime() {
-        Some(rt) => rt.run_with(
-            &pagestream_runtimes::Options::default().nowait(cfg.nowait),
-            StreamScan {
-                cfg: &cfg,
-                target,
-                blocks,
+        Some(rt) => {
+            let options = pagestream_runtimes::Options::default()
+                .nowait(cfg.nowait)
+                .workers(cfg.workers);
+            let scan = StreamScan {
+                target: target.try_clone()?,
+                blocks: blocks.to_vec(),
                 run,
-                mean_in_flight: std::cell::Cell::new(0.0),
-            },
-        )?,
+                cfg,
+            };
+            if scan.cfg.engine.spawned() {
+                rt.spawn_with(&options, scan)?
+            } else {
+                rt.run_with(&options, scan)?
+            }
+        }
         None => match cfg.engine {
             Engine::PreadLoop => baselines::pread_loop(&cfg, target, blocks, run, 0),
             Engine::FadvisePrefetch => {
@@ -644,36 +768,66 @@ pub fn run_scan(
             }
             Engine::TokioFs => baselines::tokio_fs(&cfg, target, blocks, run),
             Engine::GlommioStream => baselines::glommio_stream(&cfg, target, blocks, run),
+            Engine::TokioUringFs => baselines::tokio_uring_fs(&cfg, target, blocks, run),
+            Engine::TokioIoUring => tokio_io_uring::run(&cfg, target, blocks, run),
             Engine::Fio => fio::run(&cfg, target, run),
             _ => unreachable!("pagestream engines have a runtime"),
         },
     }
 }
 
-/// A pagestream scan as a workload for `pagestream-runtimes`.
-struct StreamScan<'a> {
-    cfg: &'a ScanConfig,
-    target: &'a Target,
-    blocks: &'a [u64],
-    run: usize,
-    /// Mean reads in flight of the last pass, sampled per page.
-    mean_in_flight: std::cell::Cell<f64>,
+/// How a scan opens its files: through [`Env::open`] where the runtime
+/// polls the workload itself ([`Workload`]), through
+/// [`Env::open_blocking`] in a task spawned on a multi-thread runtime
+/// ([`SpawnWorkload`]), whose future must be `Send`, which `Env::open`'s
+/// is not known to be. The two are the same on the runtimes that spawn.
+trait Open<E: Env> {
+    fn open(env: &E, path: &Path, opts: FileOptions) -> impl Future<Output = io::Result<E::File>>;
 }
 
-impl StreamScan<'_> {
+/// [`Env::open`].
+struct AsyncOpen;
+
+impl<E: Env> Open<E> for AsyncOpen {
+    fn open(env: &E, path: &Path, opts: FileOptions) -> impl Future<Output = io::Result<E::File>> {
+        env.open(path, opts)
+    }
+}
+
+/// [`Env::open_blocking`], as a ready future.
+struct BlockingOpen;
+
+impl<E: Env> Open<E> for BlockingOpen {
+    fn open(env: &E, path: &Path, opts: FileOptions) -> impl Future<Output = io::Result<E::File>> {
+        std::future::ready(env.open_blocking(path, opts))
+    }
+}
+
+/// A pagestream scan as a workload for `pagestream-runtimes`: polled where
+/// the runtime polls it ([`Workload`]), or in a task spawned on the
+/// runtime's workers ([`SpawnWorkload`], the engines that
+/// [`Engine::spawned`]); it owns what it reads, as a spawned task must.
+struct StreamScan {
+    cfg: ScanConfig,
+    target: Target,
+    blocks: Vec<u64>,
+    run: usize,
+}
+
+impl StreamScan {
     /// Opens the file for `env`'s engine; with read-ahead off (buffered)
     /// the file gets `POSIX_FADV_RANDOM` and its engine knows the kernel
     /// will not read ahead: the thread pool's file is opened with that
     /// advice, the io_uring runtimes' is turned off after opening
     /// (`UringFile::disable_readahead`).
-    async fn open<E: Env>(&self, env: &E) -> io::Result<E::File> {
-        let c = self.cfg;
+    async fn open<E: Env, O: Open<E>>(&self, env: &E) -> io::Result<E::File> {
+        let c = &self.cfg;
         let opts = FileOptions {
             direct: c.direct,
             block_size: c.block_size,
         };
         if c.readahead || c.direct {
-            return env.open(&self.target.path, opts).await;
+            return O::open(env, &self.target.path, opts).await;
         }
         // pagestream-runtimes has no way to pass open advice, so the
         // concrete file types are reached through `Any`.
@@ -692,10 +846,10 @@ impl StreamScan<'_> {
                     .map(|b| *b)
                     .map_err(|_| io::Error::other("the thread-pool runtime's file type changed"))
             }
-            Runtime::TokioUring | Runtime::Uring => {
-                // Both io_uring runtimes read `pagestream_uring::UringFile`s
+            Runtime::TokioUring | Runtime::Uring | Runtime::UringTokio => {
+                // The io_uring runtimes read `pagestream_uring::UringFile`s
                 // (tokio-uring's `TokioUringFile` is the same type).
-                let f = env.open(&self.target.path, opts).await?;
+                let f = O::open(env, &self.target.path, opts).await?;
                 let any: &dyn std::any::Any = &f;
                 any.downcast_ref::<pagestream_uring::UringFile>()
                     .ok_or_else(|| io::Error::other("the io_uring runtimes' file type changed"))?
@@ -713,11 +867,11 @@ impl StreamScan<'_> {
     /// threads on demand): reads the first `max_ios` blocks, one block per
     /// read, through a separate small pool. The cache is prepared after
     /// this, so what it read does not help the timed pass.
-    async fn warm_up<E: Env>(&self, env: &E) -> io::Result<()> {
-        let c = self.cfg;
+    async fn warm_up<E: Env, O: Open<E>>(&self, env: &E) -> io::Result<()> {
+        let c = &self.cfg;
         let n = (c.max_ios.max(1) as u64).min(self.target.nblocks);
         let pool = BufferPool::new(n as usize + 1, c.block_size).map_err(io::Error::from)?;
-        let file = self.open(env).await?;
+        let file = self.open::<E, O>(env).await?;
         let mut stream = ReadStream::builder(&pool, env.engine(), file)
             .max_ios(c.max_ios)
             .io_combine_limit(1)
@@ -731,13 +885,13 @@ impl StreamScan<'_> {
     }
 
     /// One pass over the pattern with a stream on `pool`.
-    async fn pass<E: Env>(
+    async fn pass<E: Env, O: Open<E>>(
         &self,
         env: &E,
         pool: &BufferPool,
         ring: Option<RingSize>,
-    ) -> io::Result<(Checksum, Timed, StreamStats)> {
-        let file = self.open(env).await?;
+    ) -> io::Result<Pass> {
+        let file = self.open::<E, O>(env).await?;
         let n = self.target.nblocks;
         match self.cfg.pattern {
             Pattern::Forward => {
@@ -749,7 +903,7 @@ impl StreamScan<'_> {
                     .await
             }
             Pattern::Random | Pattern::Bitmap(_) => {
-                let list = self.blocks.to_vec();
+                let list = self.blocks.clone();
                 self.drive(env, pool, file, ring, source::iter(list)).await
             }
         }
@@ -762,8 +916,8 @@ impl StreamScan<'_> {
         file: E::File,
         ring: Option<RingSize>,
         src: S,
-    ) -> io::Result<(Checksum, Timed, StreamStats)> {
-        let c = self.cfg;
+    ) -> io::Result<Pass> {
+        let c = &self.cfg;
         let mut stream = ReadStream::builder(pool, env.engine(), file)
             .max_ios(c.max_ios)
             .io_combine_limit(c.combine)
@@ -772,7 +926,7 @@ impl StreamScan<'_> {
             .full(c.full)
             .build(src)
             .map_err(io::Error::from)?;
-        let timer = Timer::start(self.target);
+        let timer = Timer::start(&self.target);
         let mut ck = Checksum::default();
         // Reads in flight sampled at every page handed out (a counter read).
         let mut in_flight_sum = 0u64;
@@ -781,24 +935,25 @@ impl StreamScan<'_> {
             in_flight_sum += stream.reads_in_flight() as u64;
             ck.add(page.block(), &page);
         }
-        let t = timer.stop();
-        self.mean_in_flight
-            .set(in_flight_sum as f64 / ck.pages.max(1) as f64);
-        Ok((ck, t, stream.close().await))
+        let timed = timer.stop();
+        let mean_in_flight = in_flight_sum as f64 / ck.pages.max(1) as f64;
+        Ok(Pass {
+            ck,
+            timed,
+            stats: stream.close().await,
+            mean_in_flight,
+        })
     }
-}
 
-impl Workload for StreamScan<'_> {
-    type Output = io::Result<RunResult>;
-
-    async fn run<E: Env>(self, env: E) -> io::Result<RunResult> {
-        let c = self.cfg;
+    /// The whole run: pool, warm-up, cache preparation, the timed pass.
+    async fn scan<E: Env, O: Open<E>>(&self, env: &E) -> io::Result<RunResult> {
+        let c = &self.cfg;
         let (pool, ring) = match c.cache {
             Cache::Hot => {
                 let frames = self.blocks.len().max(1);
                 let pool = BufferPool::new(frames, c.block_size).map_err(io::Error::from)?;
-                let (_, _, st) = self.pass(&env, &pool, None).await?;
-                if st.pages != self.blocks.len() as u64 {
+                let fill = self.pass::<E, O>(env, &pool, None).await?;
+                if fill.stats.pages != self.blocks.len() as u64 {
                     return Err(io::Error::other("the hot pool's filling scan ended early"));
                 }
                 (pool, None)
@@ -825,10 +980,15 @@ impl Workload for StreamScan<'_> {
             (Cache::Hot, _) | (_, Some(_)) => 0,
             _ => pool.frames() as u64,
         };
-        self.warm_up(&env).await?;
+        self.warm_up::<E, O>(env).await?;
         let resident = self.target.prepare(c.cache, c.direct)?;
         let before = env.engine_counters();
-        let (ck, t, st) = self.pass(&env, &pool, ring).await?;
+        let Pass {
+            ck,
+            timed,
+            stats: st,
+            mean_in_flight,
+        } = self.pass::<E, O>(env, &pool, ring).await?;
         let engine = env.engine_counters().since(&before);
         if c.cache == Cache::Hot && st.blocks_read != 0 {
             return Err(io::Error::other(format!(
@@ -836,7 +996,7 @@ impl Workload for StreamScan<'_> {
                 st.blocks_read
             )));
         }
-        let mut r = RunResult::from_checksum(c, self.run, ck, t, resident);
+        let mut r = RunResult::from_checksum(c, self.run, ck, timed, resident);
         r.reads = Some(st.reads);
         r.mean_blocks_per_read = Some(st.mean_blocks_per_read());
         r.max_in_flight = Some(st.max_in_flight);
@@ -845,7 +1005,7 @@ impl Workload for StreamScan<'_> {
         x.insert("waits".into(), json!(st.waits));
         x.insert("wait_seconds".into(), json!(st.wait_time.as_secs_f64()));
         x.insert("advice".into(), json!(st.advice));
-        x.insert("mean_in_flight".into(), json!(self.mean_in_flight.get()));
+        x.insert("mean_in_flight".into(), json!(mean_in_flight));
         x.insert("mean_distance".into(), json!(st.mean_distance()));
         x.insert("max_distance".into(), json!(st.max_distance));
         x.insert(
@@ -870,5 +1030,30 @@ impl Workload for StreamScan<'_> {
         }
         x.insert("ring".into(), json!(ring.is_some()));
         Ok(r)
+    }
+}
+
+/// What one pass of a stream gave.
+struct Pass {
+    ck: Checksum,
+    timed: Timed,
+    stats: StreamStats,
+    /// Mean reads in flight, sampled per page.
+    mean_in_flight: f64,
+}
+
+impl Workload for StreamScan {
+    type Output = io::Result<RunResult>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<RunResult> {
+        self.scan::<E, AsyncOpen>(&env).await
+    }
+}
+
+impl SpawnWorkload for StreamScan {
+    type Output = io::Result<RunResult>;
+
+    async fn run<E: SendEnv>(self, env: E) -> io::Result<RunResult> {
+        self.scan::<E, BlockingOpen>(&env).await
     }
 }

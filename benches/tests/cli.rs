@@ -43,12 +43,20 @@ fn scan(file: &Path, args: &[&str]) -> Value {
     serde_json::from_str(lines[0]).expect("JSON")
 }
 
-const STREAM_ENGINES: [&str; 3] = ["threadpool", "tokio-uring", "glommio"];
-const BASELINES: [&str; 4] = [
+const STREAM_ENGINES: [&str; 6] = [
+    "threadpool",
+    "tokio-uring",
+    "glommio",
+    "uring-tokio",
+    "uring-tokio-blockon",
+    "threadpool-tokio",
+];
+const BASELINES: [&str; 5] = [
     "pread-loop",
     "fadvise-prefetch",
     "tokio-fs",
     "glommio-stream",
+    "tokio-uring-fs",
 ];
 
 fn checksums(file: &Path, pattern: &str, expect_blocks: u64) -> Vec<(String, u64)> {
@@ -82,8 +90,15 @@ fn checksums(file: &Path, pattern: &str, expect_blocks: u64) -> Vec<(String, u64
             "cache",
             "direct",
             "max_ios",
+            "cpu_us_per_read",
+            "cpu_us_per_page",
         ] {
             assert!(v.get(k).is_some(), "{e}: no {k} in {v}");
+        }
+        // CPU per read is CPU seconds over the reads the engine counted.
+        if let (Some(cpu), Some(reads)) = (v["cpu_seconds"].as_f64(), v["reads"].as_u64()) {
+            let per = v["cpu_us_per_read"].as_f64().expect("a number");
+            assert!((per - cpu * 1e6 / reads as f64).abs() < 1e-6, "{e}: {v}");
         }
         // Host CPU steal during the run: a count of seconds where the
         // kernel keeps one (Linux's /proc/stat does), never negative.
@@ -535,8 +550,78 @@ fn bad_input_fails_naming_the_flag() {
         ],
         "--full",
     );
-    bad(&["report", "--only", "7"], "--only");
+    bad(&["report", "--only", "8"], "--only");
+    bad(
+        &[
+            "scan",
+            "--engine",
+            "uring-tokio",
+            "--pattern",
+            "forward",
+            "--cache",
+            "cold",
+            "--workers",
+            "0",
+        ],
+        "--workers",
+    );
     bad(&["report", "--repeat", "0"], "--repeat");
     bad(&["bogus"], "scan or report");
     bad(&[], "scan or report");
+}
+
+/// tokio's own io_uring fs (a program built apart, with `--cfg
+/// tokio_unstable`): random reads give the pages' checksum; a forward scan
+/// reads 128 KiB requests, checked against the file's own checksum of them
+/// (no page checksum then); O_DIRECT is refused by tokio's unaligned
+/// buffer, and says so.
+#[test]
+fn tokio_io_uring_reads_the_same_blocks_and_says_when_o_direct_fails() {
+    let file = data_file("tokio-io-uring");
+    let args = |engine: &'static str, pattern: &'static str| {
+        [
+            "--engine",
+            engine,
+            "--pattern",
+            pattern,
+            "--cache",
+            "cold",
+            "--max-ios",
+            "4",
+        ]
+    };
+    let want = scan(&file, &args("threadpool", "random"));
+    let got = scan(&file, &args("tokio-io-uring", "random"));
+    assert_eq!(got["checksum"], want["checksum"], "{got}");
+    assert_eq!(got["blocks"].as_u64(), Some(BLOCKS), "{got}");
+    assert_eq!(got["reads"].as_u64(), Some(BLOCKS), "{got}");
+    let fwd = scan(&file, &args("tokio-io-uring", "forward"));
+    assert_eq!(fwd["blocks"].as_u64(), Some(BLOCKS), "{fwd}");
+    assert_eq!(fwd["reads"].as_u64(), Some(BLOCKS / 16), "{fwd}");
+    assert_eq!(fwd["request_bytes"].as_u64(), Some(16 * 8192), "{fwd}");
+    assert!(
+        fwd["checksum"].is_null() && fwd["request_checksum"].is_u64(),
+        "{fwd}"
+    );
+    let f = file.display().to_string();
+    let out = run(&[
+        "scan",
+        "--file",
+        &f,
+        "--engine",
+        "tokio-io-uring",
+        "--pattern",
+        "random",
+        "--cache",
+        "cold",
+        "--direct",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "O_DIRECT through tokio::fs read: {err}"
+    );
+    assert!(err.contains("O_DIRECT unsupported"), "{err}");
+    std::fs::remove_file(&file).unwrap();
 }

@@ -469,9 +469,9 @@ fn pgcount_equals_postgres_count_and_sum() {
         .collect();
     over_http(&pg.dir, &expected, &split);
     over_s3(&pg.dir, &expected, &split, &split_names);
-    // cold, warm, hot on threadpool, tokio-uring and uring; cold, hot on
-    // glommio.
-    assert_eq!(lines.len(), 11, "{lines:?}");
+    // cold, warm, hot on threadpool, tokio-uring, uring and uring-tokio;
+    // cold, hot on glommio.
+    assert_eq!(lines.len(), 14, "{lines:?}");
     for l in &lines {
         assert_eq!(field(l, "tuples"), t.count, "{l}");
         assert_eq!(field(l, "sum"), t.sum, "{l}");

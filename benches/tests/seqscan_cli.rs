@@ -170,6 +170,10 @@ fn every_runtime_runs_with_one_checksum() {
             ("uring", "warm"),
             ("uring", "hot"),
             ("uring", "hot"),
+            ("uring-tokio", "cold"),
+            ("uring-tokio", "warm"),
+            ("uring-tokio", "hot"),
+            ("uring-tokio", "hot"),
         ],
         "{stdout}"
     );

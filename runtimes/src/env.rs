@@ -7,7 +7,7 @@ use pagestream_glommio::{GlommioEngine, GlommioFile, GLOMMIO_MIN_IO_MEMORY};
 use pagestream_object_store::{is_object_url, ObjectFile, ObjectStoreEngine};
 use pagestream_threadpool::{OpenOptions, ThreadPoolEngine, ThreadPoolFile};
 use pagestream_tokio_uring::{TokioUringEngine, TokioUringFile};
-use pagestream_uring::{UringEngine, UringFile};
+use pagestream_uring::{UringEngine, UringFile, UringTokioEngine};
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
@@ -170,6 +170,66 @@ impl Env for UringEnv {
         self.engine.stats().counters()
     }
 }
+
+/// The uring-tokio runtime's environment: a [`UringTokioEngine`] whose
+/// reaper runs on the run's multi-thread tokio runtime; files are
+/// [`UringFile`]s, buffered or `O_DIRECT`. `Send + Sync`, like its engine
+/// and files: a [`SpawnWorkload`](crate::SpawnWorkload) gets it in a task
+/// on the runtime's workers.
+#[derive(Debug, Clone)]
+pub struct UringTokioEnv {
+    engine: UringTokioEngine,
+    handle: tokio::runtime::Handle,
+}
+
+impl UringTokioEnv {
+    /// An engine reaped on `handle`'s runtime. Fails with the engine's
+    /// error naming the cause where io_uring is unavailable.
+    pub(crate) fn new(handle: tokio::runtime::Handle) -> io::Result<Self> {
+        let engine = UringTokioEngine::builder().handle(handle.clone()).build()?;
+        Ok(UringTokioEnv { engine, handle })
+    }
+
+    /// The engine's own statistics.
+    pub fn stats(&self) -> pagestream_uring::EngineStats {
+        self.engine.stats()
+    }
+
+    /// The tokio runtime the engine's reaper runs on (and, under
+    /// [`Runtime::spawn`](crate::Runtime::spawn), the workload's task).
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+}
+
+impl Env for UringTokioEnv {
+    type Engine = UringTokioEngine;
+    type File = UringFile;
+
+    fn runtime(&self) -> Runtime {
+        Runtime::UringTokio
+    }
+
+    fn engine(&self) -> UringTokioEngine {
+        self.engine.clone()
+    }
+
+    async fn open(&self, path: &Path, opts: FileOptions) -> io::Result<UringFile> {
+        self.open_blocking(path, opts)
+    }
+
+    fn open_blocking(&self, path: &Path, opts: FileOptions) -> io::Result<UringFile> {
+        open_uring_file(path, opts)
+    }
+
+    fn engine_counters(&self) -> EngineCounters {
+        self.engine.stats().counters()
+    }
+}
+
+impl crate::SendEnv for UringTokioEnv {}
+
+impl crate::SendEnv for ThreadPoolEnv {}
 
 type OpenReply = mpsc::Sender<io::Result<OwnedDmaFile>>;
 

@@ -10,9 +10,10 @@
 //! | [`Runtime::TokioUring`] | `tokio-uring` | `tokio_uring` runtime (`try_start`) on a fresh thread | `TokioUringEngine` (io_uring straight into frames) | buffered or `O_DIRECT` |
 //! | [`Runtime::Glommio`] | `glommio` | glommio `LocalExecutor` from `make_executor` on a fresh thread | `GlommioEngine` (DMA reads, copied into frames) | `O_DIRECT` only |
 //! | [`Runtime::Uring`] | `uring` | `UringRuntime::block_on` (pagestream-uring's own io_uring driver) on a fresh thread | `UringEngine` (io_uring straight into frames, submitted as reads start) | buffered or `O_DIRECT` |
+//! | [`Runtime::UringTokio`] | `uring-tokio` | multi-thread tokio runtime ([`Options::workers`] workers), the workload in its `block_on` on a fresh thread, or spawned on its workers ([`Runtime::spawn`]) | `UringTokioEngine` (pagestream-uring's driver from tokio: reads submitted as streams start them, completions reaped by the stream or a reaper task on the runtime) | buffered or `O_DIRECT` |
 //! | [`Runtime::ObjectStore`] | `object-store` | multi-thread tokio runtime ([`OBJECT_STORE_WORKERS`] workers), the workload in its `block_on` on a fresh thread | `ObjectStoreEngine` (range GETs through `object_store`, hedged, many in flight) | objects by URL: `s3://bucket/key`, `http(s)://host/path` |
 //!
-//! [`Runtime::ALL`] (and `all` on a command line) is the four runtimes that
+//! [`Runtime::ALL`] (and `all` on a command line) is the five runtimes that
 //! read local files; [`Runtime::EVERY`] adds object-store, which opens the
 //! path it is given as a URL and refuses a local path (and `O_DIRECT`) with
 //! an error naming it. [`Runtime::for_url`] picks it for a URL. An `s3://`
@@ -30,6 +31,20 @@
 //! glommio requires). Create the [`BufferPool`](pagestream::BufferPool)
 //! inside the workload: it then lives on the runtime's thread, as glommio
 //! requires (one pool per executor).
+//!
+//! # Spawned workloads
+//!
+//! A tokio program spawns its scans as tasks on a multi-thread runtime, and
+//! a task's future must be `Send`. A [`SpawnWorkload`] is written against
+//! [`SendEnv`] (an [`Env`] whose engine and files are `Send + Sync`) and
+//! returns a `Send` future; [`Runtime::spawn`] runs it in a task on the
+//! runtime's workers, on the runtimes that [`spawn`](Runtime::spawns):
+//! `uring-tokio` and `threadpool` (the thread-pool engine under tokio).
+//! This is `uring-tokio`'s fast path. [`Runtime::run`] polls a workload in
+//! `block_on` on a thread of its own instead, as the body of
+//! `#[tokio::main]` is polled: on `uring-tokio` every completion the
+//! reaper takes on a worker then wakes that thread, a cross-thread wake-up
+//! per read that the stream did not complete itself.
 //!
 //! A runtime that cannot start (io_uring disabled or blocked by seccomp,
 //! `RLIMIT_MEMLOCK` too low for glommio) is a [`RuntimeError`], not a panic.
@@ -85,10 +100,11 @@
 mod env;
 mod runtime;
 
-pub use env::{GlommioEnv, ObjectStoreEnv, ThreadPoolEnv, TokioUringEnv, UringEnv};
+pub use env::{GlommioEnv, ObjectStoreEnv, ThreadPoolEnv, TokioUringEnv, UringEnv, UringTokioEnv};
 pub use pagestream_object_store::is_object_url;
 pub use runtime::{
     object_store_tokio, parse_list, ParseRuntimeError, Runtime, RuntimeError, OBJECT_STORE_WORKERS,
+    TOKIO_WORKERS,
 };
 
 use pagestream::{EngineFile, IoEngine};
@@ -140,6 +156,9 @@ pub struct Options {
     /// helper thread (`None`: the engine's default; see
     /// [`pagestream_threadpool::ThreadPoolBuilder::cached_reads`]; 0 or 1: no helper).
     pub cached_depth: Option<usize>,
+    /// uring-tokio, and every [`Runtime::spawn`]: worker threads of the
+    /// multi-thread tokio runtime (default [`TOKIO_WORKERS`]; 0 is taken as 1).
+    pub workers: usize,
 }
 
 impl Default for Options {
@@ -148,6 +167,7 @@ impl Default for Options {
             threads: pagestream_threadpool::DEFAULT_THREADS,
             nowait: true,
             cached_depth: None,
+            workers: TOKIO_WORKERS,
         }
     }
 }
@@ -171,6 +191,12 @@ impl Options {
         self.cached_depth = reads;
         self
     }
+
+    /// uring-tokio and [`Runtime::spawn`]: tokio worker threads.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
 }
 
 /// An engine's counters by name: see [`pagestream::EngineCounters`].
@@ -178,7 +204,8 @@ pub use pagestream::EngineCounters;
 
 /// What a workload gets from the runtime it runs on: the engine, and a way
 /// to open files for it. Implemented by [`ThreadPoolEnv`],
-/// [`TokioUringEnv`], [`GlommioEnv`], [`UringEnv`] and [`ObjectStoreEnv`]; a
+/// [`TokioUringEnv`], [`GlommioEnv`], [`UringEnv`], [`UringTokioEnv`] and
+/// [`ObjectStoreEnv`]; a
 /// workload is written against this trait and so runs on all of them.
 pub trait Env {
     /// The runtime's engine.
@@ -225,4 +252,28 @@ pub trait Workload: Send {
 
     /// Runs the workload on the runtime `env` belongs to.
     fn run<E: Env>(self, env: E) -> impl Future<Output = Self::Output>;
+}
+
+/// An [`Env`] that may move between threads, with an engine and files that
+/// may too: what a [`SpawnWorkload`] gets. Implemented by [`UringTokioEnv`]
+/// and [`ThreadPoolEnv`].
+///
+/// The futures of [`Env::open`] are not known to be `Send` in generic code:
+/// a spawned workload opens its files with [`Env::open_blocking`] (which on
+/// these runtimes is what `open` does).
+pub trait SendEnv:
+    Env<Engine: Send + Sync, File: Send + Sync> + Clone + Send + Sync + 'static
+{
+}
+
+/// A workload run in a task spawned on a multi-thread tokio runtime
+/// ([`Runtime::spawn`]): like [`Workload`], with a `Send` future that owns
+/// what it uses (`'static`), as `tokio::spawn` requires.
+pub trait SpawnWorkload: Send + 'static {
+    /// What the workload returns to the caller of [`Runtime::spawn`].
+    type Output: Send + 'static;
+
+    /// Runs the workload on the runtime `env` belongs to, in a task on its
+    /// workers.
+    fn run<E: SendEnv>(self, env: E) -> impl Future<Output = Self::Output> + Send;
 }

@@ -1,7 +1,9 @@
 //! [`Runtime`]: the runtimes by name, and starting one to run a workload.
 
-use crate::env::{GlommioEnv, ObjectStoreEnv, ThreadPoolEnv, TokioUringEnv, UringEnv};
-use crate::{Options, Workload};
+use crate::env::{
+    GlommioEnv, ObjectStoreEnv, ThreadPoolEnv, TokioUringEnv, UringEnv, UringTokioEnv,
+};
+use crate::{Options, SpawnWorkload, Workload};
 use std::fmt;
 use std::io;
 use std::str::FromStr;
@@ -12,6 +14,8 @@ pub enum Runtime {
     /// `threadpool`: `futures::executor::block_on` on a fresh thread, with
     /// the thread-pool engine (blocking `preadv` on dedicated I/O threads).
     /// The engine works under any executor; `block_on` is the simplest.
+    /// [`spawn`](Runtime::spawn) runs a workload in a task on a multi-thread
+    /// tokio runtime instead, as a tokio program uses the engine.
     ThreadPool,
     /// `tokio-uring`: a tokio-uring runtime on a fresh thread, with the
     /// io_uring engine.
@@ -23,6 +27,21 @@ pub enum Runtime {
     /// (`UringRuntime::block_on`): reads submitted as they start, completions
     /// waited for in `io_uring_enter`.
     Uring,
+    /// `uring-tokio`: a multi-thread tokio runtime
+    /// ([`Options::workers`](crate::Options::workers) workers) with
+    /// pagestream-uring's io_uring engine for tokio (`UringTokioEngine`):
+    /// reads submitted as streams start them, completions taken by the
+    /// stream or by a reaper task woken through tokio's reactor.
+    ///
+    /// [`run`](Runtime::run) polls the workload in the runtime's
+    /// `block_on` on a fresh thread (the workload's future need not be
+    /// `Send`), as the body of `#[tokio::main]` is polled: every completion
+    /// the reaper takes on a worker then wakes that thread, a cross-thread
+    /// wake-up per read the stream does not complete itself.
+    /// [`spawn`](Runtime::spawn) runs a [`SpawnWorkload`] in a task on the
+    /// runtime's workers instead, where a completion wakes its task on the
+    /// same worker: the fast path.
+    UringTokio,
     /// `object-store`: a multi-thread tokio runtime with
     /// [`OBJECT_STORE_WORKERS`] workers, with the object-store engine
     /// (range GETs through `object_store`). It reads objects named by URL
@@ -61,32 +80,43 @@ impl Runtime {
     /// Every runtime that reads local files, in the order reports list
     /// them: what `all` means on a command line ([`parse_list`]).
     /// [`Runtime::ObjectStore`], which reads URLs, is not among them.
-    pub const ALL: [Runtime; 4] = [
+    pub const ALL: [Runtime; 5] = [
         Runtime::ThreadPool,
         Runtime::TokioUring,
         Runtime::Glommio,
         Runtime::Uring,
+        Runtime::UringTokio,
     ];
 
     /// Every runtime: [`ALL`](Runtime::ALL), then [`Runtime::ObjectStore`].
-    pub const EVERY: [Runtime; 5] = [
+    pub const EVERY: [Runtime; 6] = [
         Runtime::ThreadPool,
         Runtime::TokioUring,
         Runtime::Glommio,
         Runtime::Uring,
+        Runtime::UringTokio,
         Runtime::ObjectStore,
     ];
 
-    /// The runtime's name: `threadpool`, `tokio-uring`, `glommio`, `uring`
-    /// or `object-store`.
+    /// The runtime's name: `threadpool`, `tokio-uring`, `glommio`, `uring`,
+    /// `uring-tokio` or `object-store`.
     pub const fn name(self) -> &'static str {
         match self {
             Runtime::ThreadPool => "threadpool",
             Runtime::TokioUring => "tokio-uring",
             Runtime::Glommio => "glommio",
             Runtime::Uring => "uring",
+            Runtime::UringTokio => "uring-tokio",
             Runtime::ObjectStore => "object-store",
         }
+    }
+
+    /// Whether [`spawn`](Self::spawn) runs on this runtime: its engine and
+    /// files are `Send + Sync` and it has (or is given) a multi-thread
+    /// tokio runtime to spawn on. `uring-tokio`, and `threadpool` (the
+    /// thread-pool engine under a multi-thread tokio runtime).
+    pub const fn spawns(self) -> bool {
+        matches!(self, Runtime::UringTokio | Runtime::ThreadPool)
     }
 
     /// Whether the runtime opens files buffered
@@ -167,6 +197,16 @@ impl Runtime {
                             let env = UringEnv::new(rt.engine());
                             Ok(rt.block_on(workload.run(env)))
                         }
+                        Runtime::UringTokio => {
+                            let rt = worker_tokio(self, options.workers)?;
+                            let env = UringTokioEnv::new(rt.handle().clone())?;
+                            // Polled here, on this thread, as the body of
+                            // `#[tokio::main]` is: each completion the
+                            // reaper takes wakes this thread from a worker.
+                            let out = rt.block_on(workload.run(env));
+                            drop(rt);
+                            Ok(out)
+                        }
                         Runtime::ObjectStore => {
                             let rt = object_store_tokio()?;
                             let engine = pagestream_object_store::ObjectStoreEngine::builder()
@@ -193,6 +233,107 @@ impl Runtime {
             }
         })
     }
+
+    /// Runs `workload` in a task spawned on this runtime, with default
+    /// [`Options`]; see [`spawn_with`](Self::spawn_with).
+    pub fn spawn<W: SpawnWorkload>(self, workload: W) -> Result<W::Output, RuntimeError> {
+        self.spawn_with(&Options::default(), workload)
+    }
+
+    /// Starts this runtime with a fresh engine configured by `options` on a
+    /// multi-thread tokio runtime of [`Options::workers`] workers (threads
+    /// named `pagestream-<name>-worker`), spawns `workload`'s future there
+    /// and waits for it on a fresh thread: the workload runs as the task a
+    /// `#[tokio::main]` program spawns for its scan, polled on the workers.
+    /// On `uring-tokio` a completion the reaper takes then wakes its task on
+    /// the same worker (tokio's LIFO slot), with no thread in between; on
+    /// `threadpool` the engine's I/O threads wake the task.
+    ///
+    /// Only the runtimes that [`spawns`](Self::spawns) say so do; the
+    /// others fail with a [`RuntimeError`] of kind
+    /// [`io::ErrorKind::Unsupported`] saying why (their engines' futures are
+    /// not `Send`, or they need a thread of their own): use
+    /// [`run_with`](Self::run_with) there. A panic in the workload's task is
+    /// resumed on the calling thread.
+    pub fn spawn_with<W: SpawnWorkload>(
+        self,
+        options: &Options,
+        workload: W,
+    ) -> Result<W::Output, RuntimeError> {
+        let err = |source: io::Error| RuntimeError {
+            runtime: self,
+            source,
+        };
+        if !self.spawns() {
+            let why = match self {
+                Runtime::Glommio => "glommio's engine and futures belong to its executor's thread",
+                Runtime::ObjectStore => {
+                    "the object-store runtime polls its workload in block_on (run_with)"
+                }
+                _ => "its io_uring is driven by the thread that polls the stream",
+            };
+            return Err(err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "cannot spawn a workload on a multi-thread tokio runtime: {why}; use \
+                     Runtime::run_with (uring-tokio and threadpool spawn)"
+                ),
+            )));
+        }
+        std::thread::scope(|s| {
+            let thread = std::thread::Builder::new()
+                .name(format!("pagestream-{}", self.name()))
+                .spawn_scoped(s, move || -> io::Result<W::Output> {
+                    let rt = worker_tokio(self, options.workers)?;
+                    let task = match self {
+                        Runtime::UringTokio => {
+                            let env = UringTokioEnv::new(rt.handle().clone())?;
+                            rt.spawn(workload.run(env))
+                        }
+                        Runtime::ThreadPool => rt.spawn(workload.run(ThreadPoolEnv::new(options))),
+                        _ => unreachable!("checked by spawns()"),
+                    };
+                    let out = rt.block_on(task);
+                    drop(rt);
+                    match out {
+                        Ok(v) => Ok(v),
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        Err(e) => Err(io::Error::other(format!(
+                            "the workload's task did not finish: {e}"
+                        ))),
+                    }
+                })
+                .map_err(|e| {
+                    err(io::Error::new(
+                        e.kind(),
+                        format!("cannot spawn its thread: {e}"),
+                    ))
+                })?;
+            match thread.join() {
+                Ok(r) => r.map_err(err),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+/// Default worker threads of the multi-thread tokio runtime that
+/// [`Runtime::UringTokio`] and [`Runtime::spawn_with`] start
+/// ([`Options::workers`]): the reference machine's two cores. Measured
+/// there (`pagestream-bench scan --engine uring-tokio --workers N`, random
+/// 8 KiB O_DIRECT reads): see `docs/engines.md`, "io_uring from tokio".
+pub const TOKIO_WORKERS: usize = 2;
+
+/// The multi-thread tokio runtime of `uring-tokio` and of
+/// [`Runtime::spawn_with`]: `workers` workers (at least one) named
+/// `pagestream-<rt>-worker`, I/O (the reaper's reactor) and timers enabled.
+fn worker_tokio(rt: Runtime, workers: usize) -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
+        .thread_name(format!("pagestream-{rt}-worker"))
+        .enable_all()
+        .build()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot build a tokio runtime: {e}")))
 }
 
 impl fmt::Display for Runtime {
@@ -220,7 +361,7 @@ impl From<RuntimeError> for io::Error {
 
 /// A runtime name that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{given:?} is not a runtime: expected threadpool, tokio-uring, glommio, uring or object-store{}",
+#[error("{given:?} is not a runtime: expected threadpool, tokio-uring, glommio, uring, uring-tokio or object-store{}",
     if *.all_allowed { " (or all, or a comma-separated list)" } else { "" })]
 pub struct ParseRuntimeError {
     /// What was given.
@@ -232,8 +373,8 @@ pub struct ParseRuntimeError {
 impl FromStr for Runtime {
     type Err = ParseRuntimeError;
 
-    /// Parses `threadpool`, `tokio-uring`, `glommio`, `uring` or
-    /// `object-store` (exactly).
+    /// Parses `threadpool`, `tokio-uring`, `glommio`, `uring`,
+    /// `uring-tokio` or `object-store` (exactly).
     fn from_str(s: &str) -> Result<Runtime, ParseRuntimeError> {
         Runtime::EVERY
             .into_iter()
@@ -277,9 +418,19 @@ mod tests {
             assert_eq!(rt.to_string(), rt.name());
         }
         let names: Vec<&str> = Runtime::ALL.iter().map(|r| r.name()).collect();
-        assert_eq!(names, ["threadpool", "tokio-uring", "glommio", "uring"]);
-        assert_eq!(Runtime::EVERY[..4], Runtime::ALL);
-        assert_eq!(Runtime::EVERY[4], Runtime::ObjectStore);
+        assert_eq!(
+            names,
+            [
+                "threadpool",
+                "tokio-uring",
+                "glommio",
+                "uring",
+                "uring-tokio"
+            ]
+        );
+        assert_eq!(Runtime::EVERY[..5], Runtime::ALL);
+        assert_eq!(Runtime::EVERY[5], Runtime::ObjectStore);
+        assert_eq!("uring-tokio".parse::<Runtime>(), Ok(Runtime::UringTokio));
         assert_eq!("object-store".parse::<Runtime>(), Ok(Runtime::ObjectStore));
         assert_eq!(Runtime::ObjectStore.to_string(), "object-store");
     }
@@ -295,6 +446,7 @@ mod tests {
                     && msg.contains("tokio-uring")
                     && msg.contains("glommio")
                     && msg.contains("uring")
+                    && msg.contains("uring-tokio")
                     && msg.contains("object-store"),
                 "{msg}"
             );
@@ -314,6 +466,11 @@ mod tests {
             parse_list("uring,tokio-uring").unwrap(),
             [Runtime::Uring, Runtime::TokioUring]
         );
+        assert_eq!(
+            parse_list("uring-tokio,uring").unwrap(),
+            [Runtime::UringTokio, Runtime::Uring]
+        );
+        assert!(parse_list("all").unwrap().contains(&Runtime::UringTokio));
         let e = parse_list("threadpool,io_uring").unwrap_err();
         assert_eq!(e.given, "io_uring");
         assert!(e.to_string().contains("or all"), "{e}");
@@ -346,6 +503,13 @@ mod tests {
         assert!(Runtime::ThreadPool.supports_buffered());
         assert!(Runtime::TokioUring.supports_buffered());
         assert!(Runtime::Uring.supports_buffered());
+        assert!(Runtime::UringTokio.supports_buffered());
         assert!(!Runtime::Glommio.supports_buffered());
+    }
+
+    #[test]
+    fn only_uring_tokio_and_threadpool_spawn() {
+        let spawning: Vec<Runtime> = Runtime::EVERY.into_iter().filter(|r| r.spawns()).collect();
+        assert_eq!(spawning, [Runtime::ThreadPool, Runtime::UringTokio]);
     }
 }

@@ -1,7 +1,8 @@
 //! The core conformance suite, run through `pagestream-runtimes` on every
 //! runtime: one workload, written once against [`Env`], run by
 //! [`Runtime::run`] on the thread pool (buffered and `O_DIRECT`), tokio-uring
-//! (buffered and `O_DIRECT`) and glommio (`O_DIRECT`). A runtime that
+//! (buffered and `O_DIRECT`), glommio (`O_DIRECT`) and uring-tokio (buffered
+//! and `O_DIRECT`, in the tokio runtime's `block_on`). A runtime that
 //! cannot start here (io_uring unavailable, `RLIMIT_MEMLOCK` too low) is
 //! skipped, or fails under `CI=true` (see `pagestream::testing::require`).
 
@@ -77,4 +78,14 @@ fn tokio_uring_direct() {
 #[test]
 fn glommio_direct() {
     conformance(Runtime::Glommio, true);
+}
+
+#[test]
+fn uring_tokio_buffered() {
+    conformance(Runtime::UringTokio, false);
+}
+
+#[test]
+fn uring_tokio_direct() {
+    conformance(Runtime::UringTokio, true);
 }

@@ -1,15 +1,16 @@
 //! Running workloads through `pagestream-runtimes`: outputs come back,
 //! borrowed inputs work, panics reach the caller, glommio refuses buffered
-//! files with a clear error, and every runtime reads the same pages. A
+//! files with a clear error, and every runtime reads the same pages, also
+//! in a task spawned on the workers where the runtime spawns. A
 //! runtime that cannot start here (io_uring unavailable, `RLIMIT_MEMLOCK`
 //! too low) is skipped, or fails under `CI=true` (see [`starts`]).
 
 use futures::StreamExt;
 use pagestream::testing::{require, stamp, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, ReadStream};
-use pagestream_runtimes::{Env, FileOptions, Runtime, Workload};
+use pagestream_runtimes::{Env, FileOptions, Runtime, SendEnv, SpawnWorkload, Workload};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Scans every block; returns (pages, sum of the blocks' stamp check
 /// results, thread name it ran on).
@@ -76,6 +77,97 @@ fn every_runtime_reads_every_page_on_its_own_thread() {
         }
     }
     tmp.remove();
+}
+
+/// [`Scan`] as a spawned workload: owns its path; opens with
+/// `open_blocking`, as a spawned workload does.
+struct SpawnedScan {
+    path: PathBuf,
+    seed: u64,
+    direct: bool,
+}
+
+impl SpawnWorkload for SpawnedScan {
+    type Output = io::Result<(u64, String)>;
+
+    async fn run<E: SendEnv>(self, env: E) -> io::Result<(u64, String)> {
+        let opts = FileOptions {
+            direct: self.direct,
+            block_size: 8192,
+        };
+        let file = env.open_blocking(&self.path, opts)?;
+        let nblocks = file.byte_len()? / 8192;
+        let pool = BufferPool::new(64, 8192)?;
+        let mut pages = ReadStream::builder(&pool, env.engine(), file)
+            .max_ios(4)
+            .io_combine_limit(8)
+            .build(source::forward(0..nblocks))?;
+        let mut n = 0;
+        while let Some(page) = pages.next().await {
+            let page = page?;
+            assert!(stamp::check(self.seed, n, &page), "block {n}");
+            n += 1;
+            // Let the task move between workers mid-scan.
+            tokio::task::yield_now().await;
+        }
+        let st = pages.close().await;
+        assert_eq!(st.blocks_read, nblocks);
+        let thread = std::thread::current().name().unwrap_or("").to_string();
+        Ok((n, thread))
+    }
+}
+
+#[test]
+fn spawning_runtimes_read_every_page_in_a_task_on_their_workers() {
+    let tmp = StampedFile::with_seed("spawned", 43, 100, 8192);
+    for rt in Runtime::ALL.into_iter().filter(|&rt| starts(rt)) {
+        for direct in [false, true] {
+            let r = rt.spawn(SpawnedScan {
+                path: tmp.path().to_path_buf(),
+                seed: 43,
+                direct,
+            });
+            if !rt.spawns() {
+                let e = r.expect_err("only spawning runtimes spawn");
+                assert_eq!(e.runtime, rt);
+                assert_eq!(e.source.kind(), io::ErrorKind::Unsupported, "{e}");
+                assert!(e.to_string().contains("run_with"), "{e}");
+                break;
+            }
+            let (pages, thread) = r
+                .expect("runtime starts")
+                .unwrap_or_else(|e| panic!("{rt} direct={direct}: {e}"));
+            assert_eq!(pages, 100, "{rt} direct={direct}");
+            assert_eq!(thread, format!("pagestream-{rt}-worker"));
+        }
+    }
+    tmp.remove();
+}
+
+struct SpawnedPanics;
+
+impl SpawnWorkload for SpawnedPanics {
+    type Output = ();
+
+    async fn run<E: SendEnv>(self, env: E) {
+        panic!("spawned workload panicked on {}", env.runtime());
+    }
+}
+
+#[test]
+fn a_panic_in_a_spawned_workload_reaches_the_caller() {
+    for rt in Runtime::ALL
+        .into_iter()
+        .filter(|&rt| rt.spawns() && starts(rt))
+    {
+        let payload =
+            std::panic::catch_unwind(|| rt.spawn(SpawnedPanics)).expect_err("the panic propagates");
+        let msg = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(msg, format!("spawned workload panicked on {rt}"));
+    }
 }
 
 struct Panics;

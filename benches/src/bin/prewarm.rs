@@ -54,7 +54,8 @@ options:
   --create            with --file: create PATH (stamped, --size bytes) if it
                       does not exist; without it a missing PATH is an error
   --size SIZE         size of a data file to create (default 1GiB)
-  --runtime NAME      threadpool | tokio-uring | glommio | uring | all, or a
+  --runtime NAME      threadpool | tokio-uring | glommio | uring | uring-tokio
+                      | all, or a
                       comma-separated list (default threadpool; object-store
                       for a URL); glommio reads with O_DIRECT only
   --cache MODE        none | cold | warm: the OS page cache before each load

@@ -1,6 +1,7 @@
 //! `seqscan`: a sequential scan of a stamped data file through a
 //! pagestream [`ReadStream`] on each runtime (thread pool, tokio-uring,
-//! glommio, via `pagestream-runtimes`), cold, warm and hot, beside a plain
+//! glommio, uring, uring-tokio, via `pagestream-runtimes`), cold, warm and
+//! hot, beside a plain
 //! 128 KiB `read` loop over the same file.
 //!
 //! ```text
@@ -71,7 +72,8 @@ plain 128 KiB read loop) and hot (in the buffer pool). --file may name an
 object (s3://bucket/key, http(s)://host/path) instead: see below.
 
 options:
-  --runtime NAME      threadpool | tokio-uring | glommio | uring | all, or a
+  --runtime NAME      threadpool | tokio-uring | glommio | uring | uring-tokio
+                      | all, or a
                       comma-separated list (default all; object-store for a
                       URL); glommio reads with O_DIRECT only: its cold runs
                       use O_DIRECT, its warm runs are skipped

@@ -77,7 +77,8 @@ object-store; --cache none or hot (cold and warm are OS page cache states,
 which an object is not read through); --direct and --baseline are errors.
 
 options:
-  --runtime NAME      threadpool | tokio-uring | glommio | uring | all, or a
+  --runtime NAME      threadpool | tokio-uring | glommio | uring | uring-tokio
+                      | all, or a
                       comma-separated list (default threadpool; object-store
                       for a URL); glommio reads with O_DIRECT only (no warm
                       runs)
