@@ -60,6 +60,8 @@ scan: one configuration, --repeat times.
                      files (default on)
   --workers N        tokio worker threads of uring-tokio, uring-tokio-blockon,
                      threadpool-tokio and tokio-io-uring (default 2)
+  --fixed-buffers    uring, uring-tokio: register the pool as io_uring fixed
+                     buffers (reads into it become READ_FIXED)
   --seed N           seed of random and bitmap (default 1)
   --repeat N         runs (default 1)
   --json             one JSON object per run on stdout, no progress bars
@@ -186,6 +188,8 @@ struct ScanArgs {
     nowait: bool,
     #[arg(long, default_value_t = pagestream_runtimes::TOKIO_WORKERS, value_parser = number::<usize>)]
     workers: usize,
+    #[arg(long = "fixed-buffers")]
+    fixed_buffers: bool,
     #[arg(long, default_value = "1", value_parser = number::<u64>)]
     seed: u64,
     #[arg(long, default_value = "1", value_parser = number::<usize>)]
@@ -245,6 +249,7 @@ impl ScanArgs {
                 full: a.full,
                 nowait: a.nowait,
                 workers: a.workers,
+                fixed_buffers: a.fixed_buffers,
             },
             file: a.data.file,
             create: a.data.create,

@@ -271,6 +271,7 @@ fn cfg(engine: Engine, pattern: Pattern, cache: Cache) -> ScanConfig {
         full: false,
         nowait: true,
         workers: pagestream_runtimes::TOKIO_WORKERS,
+        fixed_buffers: false,
     }
 }
 

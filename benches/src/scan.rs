@@ -253,6 +253,10 @@ pub struct ScanConfig {
     /// [`Engine::on_tokio_workers`] (default
     /// [`pagestream_runtimes::TOKIO_WORKERS`]).
     pub workers: usize,
+    /// uring, uring-tokio: register the pool with the engine's ring as
+    /// io_uring fixed buffers (`register_pool`; reads into it are then
+    /// `READ_FIXED`s). Off by default.
+    pub fixed_buffers: bool,
 }
 
 /// The file a scan reads.
@@ -590,6 +594,7 @@ impl RunResult {
         }
         if c.engine.on_tokio_workers() {
             m.insert("workers".into(), json!(c.workers));
+            m.insert("fixed_buffers".into(), json!(c.fixed_buffers));
         }
         if c.engine.is_pagestream() {
             m.insert("spawned".into(), json!(c.engine.spawned()));
@@ -976,6 +981,9 @@ impl StreamScan {
                 (pool, ring)
             }
         };
+        if c.fixed_buffers {
+            env.register_pool(&pool)?;
+        }
         let touched = match (c.cache, ring) {
             (Cache::Hot, _) | (_, Some(_)) => 0,
             _ => pool.frames() as u64,

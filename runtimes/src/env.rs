@@ -169,6 +169,10 @@ impl Env for UringEnv {
     fn engine_counters(&self) -> EngineCounters {
         self.engine.stats().counters()
     }
+
+    fn register_pool(&self, pool: &pagestream::BufferPool) -> io::Result<bool> {
+        self.engine.register_pool(pool).map(|()| true)
+    }
 }
 
 /// The uring-tokio runtime's environment: a [`UringTokioEngine`] whose
@@ -224,6 +228,10 @@ impl Env for UringTokioEnv {
 
     fn engine_counters(&self) -> EngineCounters {
         self.engine.stats().counters()
+    }
+
+    fn register_pool(&self, pool: &pagestream::BufferPool) -> io::Result<bool> {
+        self.engine.register_pool(pool).map(|()| true)
     }
 }
 

@@ -239,6 +239,15 @@ pub trait Env {
 
     /// The engine's counters so far.
     fn engine_counters(&self) -> EngineCounters;
+
+    /// Registers `pool`'s memory with the engine, where the engine can
+    /// (the `uring` and `uring-tokio` runtimes: io_uring fixed buffers, see
+    /// `pagestream_uring::UringEngine::register_pool`; one pool per
+    /// engine). Returns whether it did: `Ok(false)` on the other runtimes.
+    fn register_pool(&self, pool: &pagestream::BufferPool) -> io::Result<bool> {
+        let _ = pool;
+        Ok(false)
+    }
 }
 
 /// Something to run on any runtime: see the [crate docs](crate).
