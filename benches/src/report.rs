@@ -506,18 +506,36 @@ const TOKIO_ENGINES: [Engine; 7] = [
     Engine::Fio,
 ];
 
+/// Frames of the pagestream engines' pools in section 7: 8 MiB of 8 KiB
+/// frames, room for 64 reads in flight and what the consumer holds, as a
+/// service sizes its pool for its reads rather than its file (a 128 MiB pool
+/// filled in random order costs about 5% at `max_ios` 1: every read lands in
+/// memory not touched yet).
+const TOKIO_POOL_FRAMES: usize = 1024;
+
 /// Section 7, io_uring from tokio: the rows issue 17 asks for.
 fn tokio_section(scale: &Scale, target: &mut impl FnMut(u64) -> usize, fio_ok: bool) -> Section {
     let cells = |pattern: Pattern, cache: Cache, direct: bool, max_ios: usize, extra: &[Engine]| {
+        let cfg = |e: Engine| {
+            let mut c = cfg(e, pattern, cache);
+            c.direct = direct;
+            c.max_ios = max_ios;
+            if e.is_pagestream() {
+                c.pool_frames = TOKIO_POOL_FRAMES;
+            }
+            c.fixed_buffers = matches!(
+                e,
+                Engine::Uring | Engine::UringTokio | Engine::UringTokioBlockOn
+            );
+            c
+        };
+        let mut one_worker = cfg(Engine::UringTokio);
+        one_worker.workers = 1;
         TOKIO_ENGINES
             .iter()
             .chain(extra)
-            .filter_map(|&e| {
-                let mut c = cfg(e, pattern, cache);
-                c.direct = direct;
-                c.max_ios = max_ios;
-                cell(e.name(), c, fio_ok)
-            })
+            .filter_map(|&e| cell(e.name(), cfg(e), fio_ok))
+            .chain(cell("uring-tokio, 1 worker", one_worker, fio_ok))
             .collect::<Vec<_>>()
     };
     let mut rows = Vec::new();
@@ -560,7 +578,10 @@ fn tokio_section(scale: &Scale, target: &mut impl FnMut(u64) -> usize, fio_ok: b
         ),
         note: format!(
             "Every tokio engine runs on a multi-thread tokio runtime of {} workers (this \
-             machine's cores; `scan --workers N`). uring-tokio: pagestream-uring's \
+             machine's cores; `scan --workers N`), and uring-tokio also on one of 1 worker. \
+             pagestream's pools: {} frames of 8 KiB (`--pool-frames`), registered as io_uring \
+             fixed buffers by uring and uring-tokio (`--fixed-buffers`, \
+             `UringTokioEngine::register_pool`). uring-tokio: pagestream-uring's \
              UringTokioEngine, the scan in a task spawned on the runtime \
              (`rt.block_on(rt.spawn(scan))`, as a `#[tokio::main]` program spawns its scan); \
              uring-tokio-blockon: the same engine, the scan polled in `block_on` (the body of \
@@ -579,7 +600,8 @@ fn tokio_section(scale: &Scale, target: &mut impl FnMut(u64) -> usize, fio_ok: b
              workers, the reaper, I/O threads; fio: its job's usr + sys), per I/O request; \
              CPU vs: the ratio of CPU per page (the same work whatever the request size, and \
              the per-read ratio where requests are the same size).",
-            pagestream_runtimes::TOKIO_WORKERS
+            pagestream_runtimes::TOKIO_WORKERS,
+            TOKIO_POOL_FRAMES
         ),
         rows,
         seconds: 0.0,

@@ -552,15 +552,9 @@ impl Driver {
     /// Whatever `sqe` points to must stay valid until its CQE is reaped.
     unsafe fn push_sqe(&self, sqe: &squeue::Entry) -> io::Result<()> {
         for _ in 0..3 {
-            {
-                let _sq = lock(&self.sq);
-                // SAFETY: `submission_shared` needs no other submission queue
-                // handle to be in use at the same time: every push holds the
-                // `sq` lock (`Drop`, with `&mut self`, holds no other). The
-                // caller keeps the SQE's memory valid until its CQE.
-                if unsafe { self.ring.submission_shared().push(sqe) }.is_ok() {
-                    return Ok(());
-                }
+            // SAFETY: the caller keeps the SQE's memory valid until its CQE.
+            if self.with_sq(|sq| unsafe { sq.push(sqe) }).is_ok() {
+                return Ok(());
             }
             if self.sqpoll {
                 // The kernel thread takes entries on its own, but only while
@@ -614,9 +608,27 @@ impl Driver {
 
     /// Whether no SQE waits in the submission queue for the kernel.
     fn sq_is_empty(&self) -> bool {
-        let _sq = lock(&self.sq);
-        // SAFETY: as in `push_sqe`, under the `sq` lock.
-        unsafe { self.ring.submission_shared() }.is_empty()
+        self.with_sq(|sq| sq.is_empty())
+    }
+
+    /// Runs `f` on the submission queue, under the `sq` lock.
+    ///
+    /// The queue handle must be dropped *before* the lock is released: its
+    /// drop stores its copy of the queue's tail into the ring. A handle
+    /// dropped after the lock (a temporary in a block's tail expression)
+    /// could store a stale tail over another thread's push, and that read
+    /// would never reach the kernel.
+    fn with_sq<R>(&self, f: impl FnOnce(&mut squeue::SubmissionQueue<'_>) -> R) -> R {
+        let guard = lock(&self.sq);
+        // SAFETY: `submission_shared` needs no other submission queue handle
+        // to be in use at the same time: every handle is made here, under
+        // the `sq` lock, and dropped before it is released (`Drop`, with
+        // `&mut self`, makes none).
+        let mut sq = unsafe { self.ring.submission_shared() };
+        let r = f(&mut sq);
+        drop(sq);
+        drop(guard);
+        r
     }
 
     /// With SQPOLL, orders the publication of the submission queue's tail
@@ -754,11 +766,7 @@ impl Driver {
     /// post them (an `io_uring_enter` asking for events, not waiting).
     /// Returns whether it did.
     fn flush_overflow(&self) -> bool {
-        let overflow = {
-            let _sq = lock(&self.sq);
-            // SAFETY: as in `push_sqe`, under the `sq` lock.
-            unsafe { self.ring.submission_shared() }.cq_overflow()
-        };
+        let overflow = self.with_sq(|sq| sq.cq_overflow());
         if !overflow {
             return false;
         }

@@ -312,3 +312,62 @@ fn a_runtime_without_io_is_an_error() {
     let e = r.expect_err("a runtime without I/O cannot reap the ring");
     assert!(e.to_string().contains("enable_io"), "{e}");
 }
+
+/// Threads start reads and ask for help on one engine at the same time,
+/// on cached pages (reads complete as they are submitted, so pushes and
+/// the submission queue checks of help interleave as tightly as they can):
+/// every read reaches the kernel and every scan ends. (A check of the
+/// queue used to store its stale copy of the queue's tail after its lock
+/// was released, over another thread's push: that read never reached the
+/// kernel, and its scan waited forever.)
+#[test]
+fn concurrent_pushes_and_helps_lose_no_read() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let Some(engine) = engine_on("concurrent_pushes_and_helps_lose_no_read", &rt) else {
+        return;
+    };
+    const N: u64 = 4096;
+    let (file, seed) = stamped(N, BS, false);
+    let (tx, rx) = mpsc::channel();
+    for t in 0..4 {
+        let (engine, file, tx) = (engine.clone(), file.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let pool = BufferPool::new(256, BS).expect("pool");
+            for round in 0..16 {
+                let n = futures::executor::block_on(async {
+                    let mut s = ReadStream::builder(&pool, engine.clone(), file.clone())
+                        .max_ios(16)
+                        .io_combine_limit(1)
+                        .build(source::forward(0..N))
+                        .expect("build");
+                    let mut n = 0;
+                    while let Some(p) = s.next().await {
+                        let p = p.expect("read");
+                        assert!(stamp::check(seed, p.block(), &p), "block {}", p.block());
+                        n += 1;
+                    }
+                    n
+                });
+                let _ = tx.send((t, round, n));
+            }
+        });
+    }
+    drop(tx);
+    for _ in 0..64 {
+        let (t, round, n) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "a scan never ended: {} reads in flight, {:?}",
+                    engine.in_flight(),
+                    engine.stats()
+                )
+            });
+        assert_eq!(n, N, "thread {t}, round {round}: the scan ended early");
+    }
+    assert_eq!(engine.in_flight(), 0);
+}
