@@ -7,39 +7,10 @@
 
 mod common;
 
-use common::open;
+use common::on_tokio::{flavour, harness, runtime};
 use pagestream::testing::conformance::run_all;
-use pagestream::testing::{require_named, DiskFiles};
-use pagestream_uring::{UringFile, UringTokioEngine};
-use std::io;
-use std::path::Path;
-
-fn harness(
-    engine: UringTokioEngine,
-    direct: bool,
-    name: &str,
-) -> DiskFiles<
-    UringTokioEngine,
-    impl Fn(&Path, usize) -> io::Result<UringFile> + Send + Sync + 'static,
-> {
-    DiskFiles::new(engine, name, move |path: &Path, block_size| {
-        open(path, block_size, direct)
-    })
-}
-
-fn runtime(multi: bool) -> tokio::runtime::Runtime {
-    if multi {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    }
-    .expect("tokio runtime")
-}
+use pagestream::testing::require_named;
+use pagestream_uring::UringTokioEngine;
 
 fn conformance(test: &str, multi: bool, direct: bool, spawned: bool) {
     let rt = runtime(multi);
@@ -52,11 +23,7 @@ fn conformance(test: &str, multi: bool, direct: bool, spawned: bool) {
     };
     let name = format!(
         "uring-tokio {} {}{}",
-        if multi {
-            "multi-thread"
-        } else {
-            "current-thread"
-        },
+        flavour(multi),
         if direct { "O_DIRECT" } else { "buffered" },
         if spawned { " spawned" } else { "" }
     );

@@ -11,18 +11,17 @@
 mod common;
 
 use common::on_tokio::{
-    assert_unchanged, engine_on, engine_or_skip, flavour, helping, hold_pages,
+    assert_unchanged, engine_on, engine_or_skip, flavour, harness, helping, hold_pages,
     hold_pages_elsewhere, in_help, io_uring_or_skip, runtime, scan_checked, wait_until, Hook,
     HookFactory, Hooked, WATCHDOG,
 };
 use common::{evict, open, poll_once, stamped};
 use futures::StreamExt;
 use pagestream::testing::conformance::run_all;
-use pagestream::testing::{require_named, stamp, DiskFiles, SplitMix, StampedFile};
+use pagestream::testing::{require_named, stamp, SplitMix, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream};
 use pagestream_uring::{UringFile, UringTokioBuilder, UringTokioEngine};
 use std::io;
-use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -920,19 +919,6 @@ fn eight_tasks_share_one_files_frames() {
         (0, 0, n as usize),
         "{ps}"
     );
-}
-
-fn harness(
-    engine: UringTokioEngine,
-    direct: bool,
-    name: &str,
-) -> DiskFiles<
-    UringTokioEngine,
-    impl Fn(&Path, usize) -> io::Result<UringFile> + Send + Sync + 'static,
-> {
-    DiskFiles::new(engine, name, move |path: &Path, block_size| {
-        open(path, block_size, direct)
-    })
 }
 
 /// The conformance suite on an engine whose submission queue a kernel

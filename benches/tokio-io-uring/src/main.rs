@@ -160,74 +160,11 @@ fn read_block_list(path: &Path) -> Result<Vec<u64>, String> {
         .collect())
 }
 
-/// pagestream-bench's page checksum (`benches/src/checksum.rs`), copied
-/// exactly so that the two programs' checksums of the same blocks agree: a
-/// wrapping sum over pages of a 64-bit hash of (block number, first 64
-/// bytes, last 64 bytes), independent of the order pages arrive in.
-mod checksum {
-    /// Bytes hashed at each end of a page.
-    pub const EDGE: usize = 64;
-
-    #[inline]
-    fn mix(h: u64, w: u64) -> u64 {
-        (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
-    }
-
-    /// The hash of one page; a page shorter than `2 * EDGE` hashes what it
-    /// has.
-    #[inline]
-    pub fn page_hash(block: u64, page: &[u8]) -> u64 {
-        let word = |c: &[u8]| {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            u64::from_le_bytes(w)
-        };
-        let mut a = mix(0xC0FF_EE00_D15E_A5E5, block);
-        let mut b = mix(0x0DDB_A11C_AB00_5E1F, block);
-        if page.len() >= 2 * EDGE {
-            let head = &page[..EDGE];
-            let tail = &page[page.len() - EDGE..];
-            for (x, y) in head.chunks_exact(8).zip(tail.chunks_exact(8)) {
-                a = mix(a, u64::from_le_bytes(x.try_into().expect("8 bytes")));
-                b = mix(b, u64::from_le_bytes(y.try_into().expect("8 bytes")));
-            }
-        } else {
-            let n = page.len().min(EDGE);
-            for c in page[..n].chunks(8) {
-                a = mix(a, word(c));
-            }
-            for c in page[page.len() - n..].chunks(8) {
-                b = mix(b, word(c));
-            }
-        }
-        let h = a ^ b.rotate_left(17);
-        h ^ (h >> 31)
-    }
-
-    /// A running checksum.
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-    pub struct Checksum {
-        /// Wrapping sum of page hashes.
-        pub sum: u64,
-        /// Pages added.
-        pub pages: u64,
-    }
-
-    impl Checksum {
-        /// Adds one page.
-        #[inline]
-        pub fn add(&mut self, block: u64, page: &[u8]) {
-            self.sum = self.sum.wrapping_add(page_hash(block, page));
-            self.pages += 1;
-        }
-
-        /// Adds another checksum's pages.
-        pub fn merge(&mut self, other: Checksum) {
-            self.sum = self.sum.wrapping_add(other.sum);
-            self.pages += other.pages;
-        }
-    }
-}
+/// pagestream-bench's page checksum, the same source file, so that the two
+/// programs' checksums of the same blocks agree.
+#[path = "../../src/checksum.rs"]
+#[allow(dead_code)]
+mod checksum;
 
 use checksum::Checksum;
 

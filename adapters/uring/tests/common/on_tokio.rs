@@ -40,6 +40,20 @@ pub fn runtime(multi: bool) -> Runtime {
     .expect("tokio runtime")
 }
 
+/// The conformance harness over real files, buffered or O_DIRECT.
+pub fn harness(
+    engine: UringTokioEngine,
+    direct: bool,
+    name: &str,
+) -> pagestream::testing::DiskFiles<
+    UringTokioEngine,
+    impl Fn(&std::path::Path, usize) -> std::io::Result<UringFile> + Send + Sync + 'static,
+> {
+    pagestream::testing::DiskFiles::new(engine, name, move |path: &std::path::Path, block_size| {
+        super::open(path, block_size, direct)
+    })
+}
+
 /// The flavour's name, for messages.
 pub fn flavour(multi: bool) -> &'static str {
     if multi {
