@@ -40,8 +40,11 @@
 //! When the engine's runtime shuts down, the reaper is dropped: it then
 //! waits (blocking the thread that shuts the runtime down, for as long as
 //! the device takes) for every read in flight and completes it, so that a
-//! stream on another runtime waiting for one of them is woken. Reads
-//! started after that fail with an error saying the runtime is gone.
+//! stream on another runtime waiting for one of them is woken. (A buffered
+//! read submitted by a worker thread that has exited may end with the
+//! kernel's `EFAULT`: its blocks go back empty and are read again by
+//! whoever asks for them.) Reads started after that fail with an error
+//! saying the runtime is gone.
 
 use crate::driver::{Config, Driver, EngineStats};
 use crate::runtime::{DEFAULT_CQ_ENTRIES, DEFAULT_ENTRIES};
