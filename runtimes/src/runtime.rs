@@ -167,6 +167,62 @@ impl Runtime {
         options: &Options,
         workload: W,
     ) -> Result<W::Output, RuntimeError> {
+        self.on_thread(move || -> io::Result<W::Output> {
+            match self {
+                Runtime::ThreadPool => {
+                    let env = ThreadPoolEnv::new(options);
+                    Ok(futures::executor::block_on(workload.run(env)))
+                }
+                Runtime::TokioUring => {
+                    let env = TokioUringEnv::new()?;
+                    pagestream_tokio_uring::try_start(workload.run(env))
+                }
+                Runtime::Glommio => {
+                    let ex = pagestream_glommio::make_executor()?;
+                    let out = ex.run(async move { workload.run(GlommioEnv::new()).await });
+                    // Reads leaked by glommio (tasks still waiting for
+                    // I/O) must not leave frames "being read".
+                    pagestream_glommio::cancel_reads_in_flight();
+                    Ok(out)
+                }
+                Runtime::Uring => {
+                    let rt = pagestream_uring::UringRuntime::new()?;
+                    let env = UringEnv::new(rt.engine());
+                    Ok(rt.block_on(workload.run(env)))
+                }
+                Runtime::UringTokio => {
+                    let rt = worker_tokio(self, options.workers)?;
+                    let env = UringTokioEnv::new(rt.handle().clone())?;
+                    // Polled here, on this thread, as the body of
+                    // `#[tokio::main]` is: each completion the
+                    // reaper takes wakes this thread from a worker.
+                    let out = rt.block_on(workload.run(env));
+                    drop(rt);
+                    Ok(out)
+                }
+                Runtime::ObjectStore => {
+                    let rt = object_store_tokio()?;
+                    let engine = pagestream_object_store::ObjectStoreEngine::builder()
+                        .handle(rt.handle().clone())
+                        .build()?;
+                    let env = ObjectStoreEnv::new(engine, rt.handle().clone());
+                    let out = rt.block_on(workload.run(env));
+                    // GETs no stream waits for any more are dropped
+                    // with the runtime (their frames go back empty).
+                    drop(rt);
+                    Ok(out)
+                }
+            }
+        })
+    }
+
+    /// Runs `f` on a fresh thread named `pagestream-<name>` and returns what
+    /// it returns: an error as a [`RuntimeError`] naming this runtime, a
+    /// panic resumed on the calling thread.
+    fn on_thread<T: Send>(
+        self,
+        f: impl FnOnce() -> io::Result<T> + Send,
+    ) -> Result<T, RuntimeError> {
         let err = |source: io::Error| RuntimeError {
             runtime: self,
             source,
@@ -174,53 +230,7 @@ impl Runtime {
         std::thread::scope(|s| {
             let thread = std::thread::Builder::new()
                 .name(format!("pagestream-{}", self.name()))
-                .spawn_scoped(s, move || -> io::Result<W::Output> {
-                    match self {
-                        Runtime::ThreadPool => {
-                            let env = ThreadPoolEnv::new(options);
-                            Ok(futures::executor::block_on(workload.run(env)))
-                        }
-                        Runtime::TokioUring => {
-                            let env = TokioUringEnv::new()?;
-                            pagestream_tokio_uring::try_start(workload.run(env))
-                        }
-                        Runtime::Glommio => {
-                            let ex = pagestream_glommio::make_executor()?;
-                            let out = ex.run(async move { workload.run(GlommioEnv::new()).await });
-                            // Reads leaked by glommio (tasks still waiting for
-                            // I/O) must not leave frames "being read".
-                            pagestream_glommio::cancel_reads_in_flight();
-                            Ok(out)
-                        }
-                        Runtime::Uring => {
-                            let rt = pagestream_uring::UringRuntime::new()?;
-                            let env = UringEnv::new(rt.engine());
-                            Ok(rt.block_on(workload.run(env)))
-                        }
-                        Runtime::UringTokio => {
-                            let rt = worker_tokio(self, options.workers)?;
-                            let env = UringTokioEnv::new(rt.handle().clone())?;
-                            // Polled here, on this thread, as the body of
-                            // `#[tokio::main]` is: each completion the
-                            // reaper takes wakes this thread from a worker.
-                            let out = rt.block_on(workload.run(env));
-                            drop(rt);
-                            Ok(out)
-                        }
-                        Runtime::ObjectStore => {
-                            let rt = object_store_tokio()?;
-                            let engine = pagestream_object_store::ObjectStoreEngine::builder()
-                                .handle(rt.handle().clone())
-                                .build()?;
-                            let env = ObjectStoreEnv::new(engine, rt.handle().clone());
-                            let out = rt.block_on(workload.run(env));
-                            // GETs no stream waits for any more are dropped
-                            // with the runtime (their frames go back empty).
-                            drop(rt);
-                            Ok(out)
-                        }
-                    }
-                })
+                .spawn_scoped(s, f)
                 .map_err(|e| {
                     err(io::Error::new(
                         e.kind(),
@@ -280,38 +290,24 @@ impl Runtime {
                 ),
             )));
         }
-        std::thread::scope(|s| {
-            let thread = std::thread::Builder::new()
-                .name(format!("pagestream-{}", self.name()))
-                .spawn_scoped(s, move || -> io::Result<W::Output> {
-                    let rt = worker_tokio(self, options.workers)?;
-                    let task = match self {
-                        Runtime::UringTokio => {
-                            let env = UringTokioEnv::new(rt.handle().clone())?;
-                            rt.spawn(workload.run(env))
-                        }
-                        Runtime::ThreadPool => rt.spawn(workload.run(ThreadPoolEnv::new(options))),
-                        _ => unreachable!("checked by spawns()"),
-                    };
-                    let out = rt.block_on(task);
-                    drop(rt);
-                    match out {
-                        Ok(v) => Ok(v),
-                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                        Err(e) => Err(io::Error::other(format!(
-                            "the workload's task did not finish: {e}"
-                        ))),
-                    }
-                })
-                .map_err(|e| {
-                    err(io::Error::new(
-                        e.kind(),
-                        format!("cannot spawn its thread: {e}"),
-                    ))
-                })?;
-            match thread.join() {
-                Ok(r) => r.map_err(err),
-                Err(panic) => std::panic::resume_unwind(panic),
+        self.on_thread(move || -> io::Result<W::Output> {
+            let rt = worker_tokio(self, options.workers)?;
+            let task = match self {
+                Runtime::UringTokio => {
+                    let env = UringTokioEnv::new(rt.handle().clone())?;
+                    rt.spawn(workload.run(env))
+                }
+                Runtime::ThreadPool => rt.spawn(workload.run(ThreadPoolEnv::new(options))),
+                _ => unreachable!("checked by spawns()"),
+            };
+            let out = rt.block_on(task);
+            drop(rt);
+            match out {
+                Ok(v) => Ok(v),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => Err(io::Error::other(format!(
+                    "the workload's task did not finish: {e}"
+                ))),
             }
         })
     }

@@ -606,6 +606,17 @@ impl Driver {
         }
     }
 
+    /// Submits SQEs a failed submission left queued (`EAGAIN`, `EBUSY`):
+    /// nothing when none is (no lock, no system call), so that it can run on
+    /// every help. A failed submission leaves `queued` above zero, and a
+    /// later successful one (which clears it) takes every queued SQE.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn kick(&self) {
+        if self.queued.load(Ordering::Acquire) > 0 {
+            self.submit();
+        }
+    }
+
     /// Whether no SQE waits in the submission queue for the kernel.
     fn sq_is_empty(&self) -> bool {
         self.with_sq(|sq| sq.is_empty())

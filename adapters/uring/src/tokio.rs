@@ -352,7 +352,7 @@ impl Future for Reaper {
             }
         }
         // An SQE a failed submission left in the queue goes now.
-        shared.driver.submit();
+        shared.driver.kick();
         // A hook or waker that panics must not end the reaper (every other
         // read would then wait for a stream's help); the panic hook has
         // reported it, and the driver completed the other reads.
@@ -512,7 +512,7 @@ impl IoEngine for UringTokioEngine {
     fn help(&self, file: &UringFile) -> bool {
         let shared = &*self.shared;
         // An SQE a failed submission left in the queue goes now.
-        shared.driver.submit();
+        shared.driver.kick();
         // Without a reaper (its runtime shut down), nobody would complete
         // other files' reads: take them all.
         let only = shared.reaper_alive.load(Ordering::SeqCst).then_some(file);
