@@ -17,7 +17,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Largest `io_combine_limit`: 32 MiB reads at 8 KiB blocks, for object
 /// storage, whose requests are cheapest at 8–16 MiB (PostgreSQL 18 stops at
@@ -41,16 +41,29 @@ pub enum YieldBudget {
     /// After this many items in a row without a `Pending` (at least 1), the
     /// next poll wakes the task and returns `Pending` once.
     Items(usize),
+    /// After handing out items for this long without a `Pending` (more than
+    /// zero), the next poll wakes the task and returns `Pending` once. The
+    /// clock is read once every [`YieldBudget::CHECK_EVERY`] items (and
+    /// when a wait for I/O ends), so a yield comes at most that many items
+    /// after the time is up.
+    Time(Duration),
     /// Never yield for the budget: only a wait for I/O returns `Pending`.
     Unlimited,
 }
 
 impl YieldBudget {
-    /// The default, [`Items(64)`](YieldBudget::Items): what the tasks beside
-    /// the stream wait is bounded by 64 pages of the consumer's work, and a
-    /// yield's cost is spread over 64 pages (the reasons and figures are in
-    /// the [`design`](crate::design) notes, §4).
-    pub const DEFAULT: YieldBudget = YieldBudget::Items(64);
+    /// The default, [`Time(50 µs)`](YieldBudget::Time): the tasks beside the
+    /// stream wait at most about 50 µs (and 16 items) of the stream's and its
+    /// consumer's work, the middle of the usual rule for async code (10–100
+    /// µs between yields), and a yield's cost (on a multi-thread runtime,
+    /// another worker woken to steal the task) is spread over 50 µs of
+    /// work, not over a count of pages that may take 3 µs (the reasons and
+    /// figures are in the [`design`](crate::design) notes, §4).
+    pub const DEFAULT: YieldBudget = YieldBudget::Time(Duration::from_micros(50));
+
+    /// How many items a [`Time`](YieldBudget::Time) budget hands out
+    /// between two looks at the clock.
+    pub const CHECK_EVERY: usize = 16;
 }
 
 impl Default for YieldBudget {
@@ -293,33 +306,38 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
         self
     }
 
-    /// How many items the stream hands out in a row before it yields to the
-    /// runtime. Default [`YieldBudget::DEFAULT`], 64 items.
+    /// How long the stream hands out items in a row before it yields to the
+    /// runtime. Default [`YieldBudget::DEFAULT`], 50 µs.
     ///
     /// A stream whose pages are in the pool (or whose engine completes reads
     /// inline) is always ready, so a consumer looping on `next().await`
     /// would never give its thread back, and every task beside it — timers,
-    /// I/O, a `timeout` around the scan — would wait for the whole scan. With
-    /// a budget of `n`, after `n` items in a row without a `Pending` the next
-    /// poll wakes the task and returns `Pending` once, on any runtime or
-    /// executor; the poll after that goes on where the stream was. The count
-    /// starts again at every `Pending` (a wait for I/O gives the thread back
-    /// anyway) and runs on across [`ReadStream::reset`]; every item counts,
-    /// pages, errors and the end alike, from the fast path as from the queue.
-    /// A yield for the budget is not a wait: it leaves
-    /// [`StreamStats::waits`] and the look-ahead distance alone and counts in
-    /// [`StreamStats::budget_yields`].
+    /// I/O, a `timeout` around the scan — would wait for the whole scan.
+    /// Once the budget is spent — `n` items in a row without a `Pending`
+    /// ([`YieldBudget::Items`]), or items handed out for a given time
+    /// without one ([`YieldBudget::Time`]; the time the consumer spends
+    /// between polls counts) — the next poll wakes the task and returns
+    /// `Pending` once, on any runtime or executor; the poll after that goes
+    /// on where the stream was. The budget starts again at every `Pending`
+    /// (a wait for I/O gives the thread back anyway) and runs on across
+    /// [`ReadStream::reset`]; every item counts, pages, errors and the end
+    /// alike, from the fast path as from the queue. A yield for the budget
+    /// is not a wait: it leaves [`StreamStats::waits`] and the look-ahead
+    /// distance alone and counts in [`StreamStats::budget_yields`].
     ///
     /// With the crate's `tokio` feature, on a tokio runtime the stream also
     /// takes part in tokio's own per-task budget
-    /// (`tokio::task::coop::poll_proceed`: each item spends one unit, and
-    /// when the task's budget is spent the stream returns `Pending` until
-    /// the task is polled again), and it yields as `tokio::task::yield_now`
-    /// does, after the scheduler has run the other ready tasks and polled
-    /// its timers and I/O. [`YieldBudget::Unlimited`] turns off the stream's
-    /// own budget only; `tokio::task::coop::unconstrained` turns off tokio's.
+    /// (`tokio::task::coop::poll_proceed`: every
+    /// [`YieldBudget::CHECK_EVERY`] items spend one unit, about one 128 KiB
+    /// read's worth of 8 KiB pages, and when the task's budget is spent the
+    /// stream returns `Pending` until the task is polled again), and it
+    /// yields as `tokio::task::yield_now` does, after the scheduler has run
+    /// the other ready tasks and polled its timers and I/O.
+    /// [`YieldBudget::Unlimited`] turns off the stream's own budget only;
+    /// `tokio::task::coop::unconstrained` turns off tokio's.
     ///
-    /// `YieldBudget::Items(0)` is a [`BuildError::Zero`].
+    /// `YieldBudget::Items(0)` and `YieldBudget::Time(Duration::ZERO)` are a
+    /// [`BuildError::Zero`].
     ///
     /// [`StreamStats::waits`]: crate::StreamStats::waits
     /// [`StreamStats::budget_yields`]: crate::StreamStats::budget_yields
@@ -364,14 +382,15 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
                 max: MAX_IOS,
             });
         }
-        let yield_every = match self.yield_budget {
-            YieldBudget::Items(0) => {
+        let (yield_every, yield_after) = match self.yield_budget {
+            YieldBudget::Items(0) | YieldBudget::Time(Duration::ZERO) => {
                 return Err(BuildError::Zero {
                     what: "yield budget",
                 })
             }
-            YieldBudget::Items(n) => n as u64,
-            YieldBudget::Unlimited => u64::MAX,
+            YieldBudget::Items(n) => (n as u64, None),
+            YieldBudget::Time(d) => (YieldBudget::CHECK_EVERY as u64, Some(d)),
+            YieldBudget::Unlimited => (u64::MAX, None),
         };
         let pool = self.pool.inner;
         let ring = match self.ring {
@@ -465,7 +484,12 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             prefetch: self.prefetch,
             yield_every,
             yield_left: yield_every,
+            yield_after,
+            run_started: None,
+            #[cfg(feature = "tokio")]
+            tokio_left: 0,
             exhausted_turns: 0,
+            waker_in_mailbox: false,
         })
     }
 }
@@ -525,14 +549,30 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     done_scratch: Vec<Done>,
     /// Prefetch the next page's memory when handing one out.
     prefetch: bool,
-    /// The yield budget: items in a row between two yields
-    /// (`u64::MAX`: unlimited, never reached).
+    /// The yield budget: items in a row between two yields, or with
+    /// `yield_after` between two looks at the clock (`u64::MAX`:
+    /// unlimited, never reached).
     yield_every: u64,
-    /// Items the stream may still hand out before it yields.
+    /// Items the stream may still hand out before it yields (or looks at
+    /// the clock).
     yield_left: u64,
+    /// A [`YieldBudget::Time`] budget's time.
+    yield_after: Option<Duration>,
+    /// When the current run of items without a `Pending` began, for
+    /// `yield_after` (`None`: not looked at yet in this run).
+    run_started: Option<Instant>,
+    /// Items before the next unit of tokio's budget is spent.
+    #[cfg(feature = "tokio")]
+    tokio_left: u32,
     /// Turns given to the runtime in a row because no frame could be had
     /// (see [`EXHAUSTED_TURNS`]).
     exhausted_turns: u32,
+    /// The task's waker is in the mailbox (`StreamShared::waker`): left by
+    /// the last poll that waited for a read. The next poll takes it out, so
+    /// that reads finishing while the stream runs (its own help, another
+    /// thread) do not wake a task that is already running: tokio would poll
+    /// it again at once, as a yield, and wake another worker to steal it.
+    waker_in_mailbox: bool,
 }
 
 /// How many times in a row a stream that finds every frame pinned, with
@@ -782,9 +822,11 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
             }
         }
         if let Some(t) = self.wait_started.take() {
+            let now = Instant::now();
             let st = &mut self.planner.stats;
             st.waits += 1;
-            st.wait_time += t.elapsed();
+            st.wait_time += now.duration_since(t);
+            self.run_started = Some(now);
         }
         match e.slot {
             Slot::Ready => Ok(PageGuard::new(
@@ -829,6 +871,12 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<io::Result<PageGuard<S::Data>>>> {
         let this = self.get_mut();
+        if this.waker_in_mailbox {
+            // Running now: a wake-up is owed only after the next `Pending`,
+            // whose path puts the waker back and then looks at the mailbox.
+            this.waker_in_mailbox = false;
+            drop(this.shared.waker.take());
+        }
         loop {
             if this.drain_done() {
                 let (planner, mut env) = this.split();
@@ -864,8 +912,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                     if this.helps && this.engine.help(&this.file) {
                         continue;
                     }
-                    this.shared.waker.register(cx.waker());
-                    if this.shared.has_done.load(Ordering::Acquire) != 0 {
+                    if this.register_or_done(cx) {
                         continue;
                     }
                 }
@@ -880,8 +927,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                     // Our own reads may finish first and free a slot. One
                     // that finished since the mailbox was last drained woke
                     // the previous waker, not this one: look again.
-                    this.shared.waker.register(cx.waker());
-                    if this.shared.has_done.load(Ordering::Acquire) != 0 {
+                    if this.register_or_done(cx) {
                         continue;
                     }
                 }
@@ -903,30 +949,80 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
         let this = self.get_mut();
         if this.yield_left == 0 {
             this.yield_left = this.yield_every;
-            this.planner.stats.budget_yields += 1;
-            yield_to_runtime(cx);
-            return Poll::Pending;
-        }
-        #[cfg(feature = "tokio")]
-        let tokio_budget = match tokio::task::coop::poll_proceed(cx) {
-            Poll::Ready(b) => b,
-            Poll::Pending => {
-                // tokio has arranged the wake-up.
-                this.yield_left = this.yield_every;
+            if this.budget_spent() {
+                this.run_started = None;
                 this.planner.stats.budget_yields += 1;
+                yield_to_runtime(cx);
                 return Poll::Pending;
             }
+        }
+        #[cfg(feature = "tokio")]
+        let tokio_budget = if this.tokio_left == 0 {
+            match tokio::task::coop::poll_proceed(cx) {
+                Poll::Ready(b) => Some(b),
+                Poll::Pending => {
+                    // tokio has arranged the wake-up.
+                    this.yield_left = this.yield_every;
+                    this.run_started = None;
+                    this.planner.stats.budget_yields += 1;
+                    return Poll::Pending;
+                }
+            }
+        } else {
+            None
         };
         let item = Pin::new(&mut *this).poll_page(cx);
         if item.is_ready() {
             this.yield_left -= 1;
             this.exhausted_turns = 0;
             #[cfg(feature = "tokio")]
-            tokio_budget.made_progress();
+            match tokio_budget {
+                Some(b) => {
+                    b.made_progress();
+                    this.tokio_left = YieldBudget::CHECK_EVERY as u32 - 1;
+                }
+                None => this.tokio_left -= 1,
+            }
         } else {
             this.yield_left = this.yield_every;
+            this.run_started = None;
         }
         item
+    }
+}
+
+impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
+    /// Puts the task's waker in the mailbox before a `Pending`, then looks
+    /// at the mailbox once more: a read that finished before the waker was
+    /// there woke no one. Returns whether one had; the waker is then taken
+    /// back out, since the stream goes on running (see `waker_in_mailbox`).
+    fn register_or_done(&mut self, cx: &Context<'_>) -> bool {
+        self.shared.waker.register(cx.waker());
+        if self.shared.has_done.load(Ordering::Acquire) != 0 {
+            drop(self.shared.waker.take());
+            return true;
+        }
+        self.waker_in_mailbox = true;
+        false
+    }
+
+    /// Whether the yield budget is spent, now that `yield_every` items have
+    /// gone without a `Pending`: with an items budget, yes; with a time
+    /// budget, when the run began long enough ago (a run not timed yet
+    /// starts now).
+    fn budget_spent(&mut self) -> bool {
+        let Some(limit) = self.yield_after else {
+            return true;
+        };
+        let now = Instant::now();
+        match self.run_started {
+            Some(t) if now.duration_since(t) >= limit => true,
+            Some(_) => false,
+            None => {
+                self.run_started = Some(now);
+                false
+            }
+        }
     }
 }
 

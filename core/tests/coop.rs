@@ -1,14 +1,16 @@
-//! A stream served from the pool is always ready; with its default
-//! cooperative budget it still lets the tasks beside it run, and a timeout
-//! around it can fire. Counts, not times: the neighbour tasks count their
-//! turns, the scan counts its pages.
+//! A stream served from the pool is always ready; with its cooperative
+//! budget it still lets the tasks beside it run, and a timeout around it can
+//! fire. Counts, not times: the neighbour tasks count their turns, the scan
+//! counts its pages, and the scans whose turns are counted run on an items
+//! budget (the default budget is a time, which a count cannot check;
+//! `coop_budget.rs` tests how it yields).
 //!
 //! `measure_neighbours` (ignored) prints the figures behind the default:
 //! `cargo test --release -p pagestream --test coop -- --ignored --nocapture`.
 
 use futures::StreamExt;
 use pagestream::testing::{MemEngine, MemFile};
-use pagestream::{source, BufferPool, ReadStream};
+use pagestream::{source, BufferPool, ReadStream, YieldBudget};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,8 +21,7 @@ use std::time::Duration;
 /// Pages of the scanned file (all in the pool: every page a hit).
 const PAGES: u64 = 4096;
 const BLOCK: usize = 4096;
-/// The default budget, `Budget::DEFAULT` (ready items between two yields);
-/// `coop_budget.rs` checks the two agree.
+/// The items budget of the counted scans (ready items between two yields).
 const BUDGET: u64 = 64;
 /// Yields the neighbour may miss: the first and last windows, and the
 /// scheduler's own bookkeeping turns.
@@ -45,11 +46,12 @@ fn hot_file(pages: u64) -> (BufferPool, MemEngine, MemFile) {
 /// Scans every page, counting them into `seen`; returns the count. A
 /// pool that holds the file serves every page.
 async fn scan(pool: BufferPool, engine: MemEngine, file: MemFile, seen: Arc<AtomicU64>) -> u64 {
-    scan_passes(pool, engine, file, seen, 1).await
+    let budget = YieldBudget::Items(BUDGET as usize);
+    scan_passes(pool, engine, file, seen, 1, budget).await
 }
 
 /// Scans every page `passes` times over, one stream [`reset`] between the
-/// passes.
+/// passes, on `budget`.
 ///
 /// [`reset`]: ReadStream::reset
 async fn scan_passes(
@@ -58,10 +60,12 @@ async fn scan_passes(
     file: MemFile,
     seen: Arc<AtomicU64>,
     passes: u64,
+    budget: YieldBudget,
 ) -> u64 {
     let pages = file.bytes().len() as u64 / BLOCK as u64;
     let pool_holds_file = pool.frames() as u64 >= pages;
     let mut s = ReadStream::builder(&pool, engine, file)
+        .yield_budget(budget)
         .build(source::forward(0..pages))
         .unwrap();
     let mut n = 0;
@@ -210,6 +214,40 @@ fn one_worker_neighbour_runs_during_hot_scan() {
     expect_turns("multi-thread runtime, one worker", turns);
 }
 
+/// On the default budget (a time), a `yield_now` neighbour on a
+/// current-thread runtime runs during a scan of 64 passes over the cached
+/// file (far longer than the budget's 50 µs, whatever the machine).
+#[test]
+fn default_budget_lets_a_neighbour_run() {
+    const PASSES: u64 = 64;
+    let (turns, pages) = within("default-budget scan", || {
+        let (pool, engine, file) = hot_file(PAGES);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let turns = Arc::new(AtomicU64::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let h = tokio::spawn(yield_counter(Arc::clone(&turns), Arc::clone(&stop)));
+            while turns.load(Ordering::Relaxed) == 0 {
+                tokio::task::yield_now().await;
+            }
+            let before = turns.load(Ordering::Relaxed);
+            let budget = YieldBudget::DEFAULT;
+            let n = scan_passes(pool, engine, file, Arc::default(), PASSES, budget).await;
+            let during = turns.load(Ordering::Relaxed) - before;
+            stop.store(true, Ordering::Relaxed);
+            h.await.unwrap();
+            (during, n)
+        })
+    });
+    assert_eq!(pages, PASSES * PAGES);
+    assert!(
+        turns > 0,
+        "the neighbour never ran during a scan of {pages} cached pages on the default budget"
+    );
+}
+
 /// A timeout whose deadline has passed fires at the scan's first yield:
 /// the scan is cut short. (The deadline lies before the runtime started, so
 /// tokio's timer finds it elapsed when it is registered: no clock involved.
@@ -316,7 +354,7 @@ fn measure_neighbours() {
                     let row = tokio::spawn(async move {
                         let (t0, u0) = (tk.load(Ordering::Relaxed), tu.load(Ordering::Relaxed));
                         let start = std::time::Instant::now();
-                        scan_passes(p2, e2, f2, Arc::default(), passes).await;
+                        scan_passes(p2, e2, f2, Arc::default(), passes, YieldBudget::DEFAULT).await;
                         let ms = start.elapsed().as_secs_f64() * 1e3;
                         let t = tk.load(Ordering::Relaxed) - t0;
                         let u = tu.load(Ordering::Relaxed) - u0;
@@ -326,7 +364,7 @@ fn measure_neighbours() {
                     .unwrap();
                     let fired = tokio::spawn(tokio::time::timeout(
                         Duration::from_millis(2),
-                        scan_passes(p, e, f, Arc::default(), passes),
+                        scan_passes(p, e, f, Arc::default(), passes, YieldBudget::DEFAULT),
                     ))
                     .await
                     .unwrap()

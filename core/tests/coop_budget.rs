@@ -14,6 +14,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 const BLOCK: usize = 4096;
 
@@ -123,11 +124,44 @@ fn without_yields(mut st: StreamStats) -> StreamStats {
     st
 }
 
-/// `tests/coop.rs` assumes the default.
 #[test]
-fn default_budget_is_64_items() {
-    assert_eq!(YieldBudget::default(), YieldBudget::Items(64));
-    assert_eq!(YieldBudget::DEFAULT, YieldBudget::Items(64));
+fn default_budget_is_50_microseconds() {
+    let want = YieldBudget::Time(Duration::from_micros(50));
+    assert_eq!(YieldBudget::default(), want);
+    assert_eq!(YieldBudget::DEFAULT, want);
+}
+
+/// A time budget looks at the clock every `CHECK_EVERY` items: the first
+/// look starts the run's clock, so with a time shorter than any 16 items
+/// take, every run is two looks long; with an hour, no scan here yields.
+/// Hot and cold alike, and the yields change no other counter.
+#[test]
+fn a_time_budget_yields_once_its_time_is_up() {
+    const PAGES: u64 = 1000;
+    let every = YieldBudget::CHECK_EVERY as u64;
+    for hot in [true, false] {
+        let what = format!("hot={hot}");
+        let s0 = setup(PAGES, hot);
+        let budget = YieldBudget::Time(Duration::from_nanos(1));
+        let mut s = stream(&s0, budget, source::forward(0..PAGES));
+        let seen = poll_to_end(&mut s);
+        assert_eq!(seen.pages, PAGES, "{what}");
+        assert_runs(&what, &seen.runs, 2 * every);
+        let st = s.stats();
+        assert_eq!(st.budget_yields, seen.runs.len() as u64 - 1, "{what}");
+        assert_eq!(st.waits, 0, "{what}: a yield is not a wait");
+
+        let s1 = setup(PAGES, hot);
+        let hour = YieldBudget::Time(Duration::from_secs(3600));
+        let mut h = stream(&s1, hour, source::forward(0..PAGES));
+        let hseen = poll_to_end(&mut h);
+        assert_eq!(hseen.runs, vec![PAGES + 1], "{what}: an hour is never up");
+        assert_eq!(
+            without_yields(st),
+            h.stats(),
+            "{what}: the yields changed the stream"
+        );
+    }
 }
 
 /// Hot (the fast path) and cold (reads completed inline, through the
@@ -252,22 +286,24 @@ fn count_runs_on_across_reset() {
 }
 
 #[test]
-fn zero_items_is_an_error_naming_the_budget() {
-    let (pool, engine, file) = setup(4, false);
-    let err = ReadStream::builder(&pool, engine, file)
-        .yield_budget(YieldBudget::Items(0))
-        .build(source::forward(0..4))
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            BuildError::Zero {
-                what: "yield budget"
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.to_string(), "yield budget must be at least 1 (got 0)");
+fn a_zero_budget_is_an_error_naming_the_budget() {
+    for zero in [YieldBudget::Items(0), YieldBudget::Time(Duration::ZERO)] {
+        let (pool, engine, file) = setup(4, false);
+        let err = ReadStream::builder(&pool, engine, file)
+            .yield_budget(zero)
+            .build(source::forward(0..4))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BuildError::Zero {
+                    what: "yield budget"
+                }
+            ),
+            "{zero:?}: {err:?}"
+        );
+        assert_eq!(err.to_string(), "yield budget must be at least 1 (got 0)");
+    }
 }
 
 /// With the `tokio` feature: tokio's per-task budget and tokio's deferred
@@ -289,11 +325,13 @@ mod tokio_budget {
         }
     }
 
-    /// Scans `s` on the runtime's worker beside a `yield_now` counter;
-    /// returns the counter's turns during the scan and the stream's stats.
+    /// Scans `s` (`items` pages) on the runtime's worker beside a
+    /// `yield_now` counter; returns the counter's turns during the scan and
+    /// the stream's stats.
     fn turns_during<S>(
         rt: tokio::runtime::Runtime,
         mut s: ReadStream<MemEngine, S>,
+        items: u64,
     ) -> (u64, StreamStats)
     where
         S: BlockSource<Data = ()> + Send + 'static,
@@ -313,7 +351,7 @@ mod tokio_budget {
                     p.unwrap();
                     n += 1;
                 }
-                assert_eq!(n, PAGES);
+                assert_eq!(n, items);
                 (t.load(Ordering::Relaxed) - before, s.stats())
             })
             .await
@@ -332,9 +370,11 @@ mod tokio_budget {
     }
 
     /// With its own budget off, the stream still yields when tokio's
-    /// budget for the task is spent.
+    /// budget for the task is spent: a unit every `CHECK_EVERY` items.
     #[test]
     fn takes_part_in_tokios_budget() {
+        const PASSES: u64 = 16;
+        let items = PASSES * PAGES;
         for rt in [
             tokio::runtime::Builder::new_current_thread()
                 .build()
@@ -342,9 +382,11 @@ mod tokio_budget {
             one_worker(),
         ] {
             let s0 = setup(PAGES, true);
-            let s = stream(&s0, YieldBudget::Unlimited, source::forward(0..PAGES));
-            let (turns, st) = turns_during(rt, s);
-            let want = PAGES / TOKIO_BUDGET - SLACK;
+            let blocks = source::iter((0..items).map(|b| b % PAGES));
+            let s = stream(&s0, YieldBudget::Unlimited, blocks);
+            let (turns, st) = turns_during(rt, s, items);
+            let every = YieldBudget::CHECK_EVERY as u64;
+            let want = items / (TOKIO_BUDGET * every) - SLACK;
             assert!(
                 turns >= want,
                 "the neighbour ran {turns} times, want ≥ {want}"
@@ -359,7 +401,7 @@ mod tokio_budget {
     fn own_yields_let_a_yield_now_neighbour_run() {
         let s0 = setup(PAGES, true);
         let s = stream(&s0, YieldBudget::Items(32), source::forward(0..PAGES));
-        let (turns, st) = turns_during(one_worker(), s);
+        let (turns, st) = turns_during(one_worker(), s, PAGES);
         let want = PAGES / 32 - SLACK;
         assert!(
             turns >= want,
@@ -405,6 +447,8 @@ fn measure_budget_cost() {
         YieldBudget::Items(64),
         YieldBudget::Items(128),
         YieldBudget::Items(256),
+        YieldBudget::Time(Duration::from_micros(10)),
+        YieldBudget::Time(Duration::from_micros(50)),
         YieldBudget::Unlimited,
     ];
     let scan = |budget: YieldBudget| async move {

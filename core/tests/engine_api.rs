@@ -12,7 +12,7 @@ use futures::{Stream, StreamExt};
 use pagestream::testing::{stamp, MemEngine, MemFile, StampedFile};
 use pagestream::{
     source, BlockSource, BufferPool, EngineFile, EngineHints, IoEngine, PageGuard, ReadFilter,
-    ReadRequest, ReadStream, MAX_BUFFERS, MAX_IOS, MAX_IO_COMBINE_LIMIT,
+    ReadRequest, ReadStream, YieldBudget, MAX_BUFFERS, MAX_IOS, MAX_IO_COMBINE_LIMIT,
 };
 use pagestream_threadpool::{ThreadPoolEngine, ThreadPoolFile};
 use std::future::Future;
@@ -490,7 +490,10 @@ fn read_shape(
     let mem = MemEngine::new();
     let file = mem.create_stamped(n, 512);
     let pool = BufferPool::new(4096, 512).unwrap();
-    let b = ReadStream::builder(&pool, engine.clone(), file.clone());
+    // No yields: a yield's `Pending` would end a round early, wherever the
+    // clock happened to be (the default budget is a time).
+    let b = ReadStream::builder(&pool, engine.clone(), file.clone())
+        .yield_budget(YieldBudget::Unlimited);
     let mut s = build(b).build(source::forward(0..n)).unwrap();
     let w = noop_waker();
     let mut cx = Context::from_waker(&w);
@@ -506,8 +509,7 @@ fn read_shape(
             Poll::Ready(None) => break,
             Poll::Pending => {
                 let held = engine.take();
-                // Pending with no read held: the stream yielded (its
-                // cooperative budget), once.
+                // Pending with no read held: the stream waits for none.
                 idle = if held.is_empty() { idle + 1 } else { 0 };
                 assert!(idle < 2, "the stream waits for no read");
                 in_flight = in_flight.max(held.len());

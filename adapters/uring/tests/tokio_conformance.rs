@@ -10,15 +10,22 @@ mod common;
 use common::on_tokio::{flavour, harness, runtime};
 use pagestream::testing::conformance::run_all;
 use pagestream::testing::require_named;
-use pagestream_uring::UringTokioEngine;
+use pagestream_uring::{UringTokioBuilder, UringTokioEngine};
 
 fn conformance(test: &str, multi: bool, direct: bool, spawned: bool) {
+    conformance_with(test, multi, direct, spawned, UringTokioEngine::builder);
+}
+
+fn conformance_with(
+    test: &str,
+    multi: bool,
+    direct: bool,
+    spawned: bool,
+    builder: impl FnOnce() -> UringTokioBuilder,
+) {
     let rt = runtime(multi);
-    let Some(engine) = require_named(
-        test,
-        "io_uring",
-        rt.block_on(async { UringTokioEngine::new() }),
-    ) else {
+    let Some(engine) = require_named(test, "io_uring", rt.block_on(async { builder().build() }))
+    else {
         return;
     };
     let name = format!(
@@ -77,4 +84,40 @@ fn current_thread_buffered() {
 #[test]
 fn current_thread_direct() {
     conformance("current_thread_direct", false, true, false);
+}
+
+#[test]
+fn multi_thread_direct_sqpoll() {
+    conformance_with("multi_thread_direct_sqpoll", true, true, true, || {
+        UringTokioEngine::builder().sqpoll(10)
+    });
+}
+
+#[test]
+fn current_thread_buffered_sqpoll() {
+    conformance_with(
+        "current_thread_buffered_sqpoll",
+        false,
+        false,
+        false,
+        || UringTokioEngine::builder().sqpoll(10),
+    );
+}
+
+#[test]
+fn multi_thread_direct_coop_taskrun() {
+    conformance_with("multi_thread_direct_coop_taskrun", true, true, true, || {
+        UringTokioEngine::builder().coop_taskrun(true)
+    });
+}
+
+#[test]
+fn current_thread_direct_coop_taskrun() {
+    conformance_with(
+        "current_thread_direct_coop_taskrun",
+        false,
+        true,
+        false,
+        || UringTokioEngine::builder().coop_taskrun(true),
+    );
 }
