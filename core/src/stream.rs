@@ -42,10 +42,11 @@ pub enum YieldBudget {
     /// next poll wakes the task and returns `Pending` once.
     Items(usize),
     /// After handing out items for this long without a `Pending` (more than
-    /// zero), the next poll wakes the task and returns `Pending` once. The
-    /// clock is read once every [`YieldBudget::CHECK_EVERY`] items (and
-    /// when a wait for I/O ends), so a yield comes at most that many items
-    /// after the time is up.
+    /// zero), counted from the first poll after the last `Pending`, the next
+    /// poll wakes the task and returns `Pending` once. The clock is read at
+    /// that first poll and then once every [`YieldBudget::CHECK_EVERY`]
+    /// items, so a yield comes at most that many items after the time is
+    /// up.
     Time(Duration),
     /// Never yield for the budget: only a wait for I/O returns `Pending`.
     Unlimited,
@@ -559,7 +560,7 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     /// A [`YieldBudget::Time`] budget's time.
     yield_after: Option<Duration>,
     /// When the current run of items without a `Pending` began, for
-    /// `yield_after` (`None`: not looked at yet in this run).
+    /// `yield_after` (`None` between a `Pending` and the next poll).
     run_started: Option<Instant>,
     /// Items before the next unit of tokio's budget is spent.
     #[cfg(feature = "tokio")]
@@ -822,11 +823,9 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
             }
         }
         if let Some(t) = self.wait_started.take() {
-            let now = Instant::now();
             let st = &mut self.planner.stats;
             st.waits += 1;
-            st.wait_time += now.duration_since(t);
-            self.run_started = Some(now);
+            st.wait_time += t.elapsed();
         }
         match e.slot {
             Slot::Ready => Ok(PageGuard::new(
@@ -947,6 +946,10 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
     // a decrement per item, a compare per poll.
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if this.run_started.is_none() && this.yield_after.is_some() {
+            // The first poll of a run: a time budget's clock starts now.
+            this.run_started = Some(Instant::now());
+        }
         if this.yield_left == 0 {
             this.yield_left = this.yield_every;
             if this.budget_spent() {
@@ -1008,20 +1011,13 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
 
     /// Whether the yield budget is spent, now that `yield_every` items have
     /// gone without a `Pending`: with an items budget, yes; with a time
-    /// budget, when the run began long enough ago (a run not timed yet
-    /// starts now).
-    fn budget_spent(&mut self) -> bool {
-        let Some(limit) = self.yield_after else {
-            return true;
-        };
-        let now = Instant::now();
-        match self.run_started {
-            Some(t) if now.duration_since(t) >= limit => true,
-            Some(_) => false,
-            None => {
-                self.run_started = Some(now);
-                false
-            }
+    /// budget, when the run began long enough ago.
+    fn budget_spent(&self) -> bool {
+        match (self.yield_after, self.run_started) {
+            (None, _) => true,
+            (Some(limit), Some(t)) => t.elapsed() >= limit,
+            // Set by `poll_next` before any item of a run.
+            (Some(_), None) => true,
         }
     }
 }
