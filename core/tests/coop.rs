@@ -151,11 +151,11 @@ fn expect_turns(what: &str, turns: u64) {
     );
 }
 
-/// `#[tokio::main(flavor = "current_thread")]`: the scan in the main
-/// future, a `yield_now` neighbour spawned beside it.
-#[test]
-fn current_thread_neighbour_runs_during_hot_scan() {
-    let turns = within("current-thread scan", || {
+/// A `yield_now` neighbour's turns during `passes` scans of the cached file
+/// on `budget`, the scan in the main future of a current-thread runtime (as
+/// in `#[tokio::main(flavor = "current_thread")]`); and the pages scanned.
+fn current_thread_turns(what: &str, passes: u64, budget: YieldBudget) -> (u64, u64) {
+    within(what, move || {
         let (pool, engine, file) = hot_file(PAGES);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
@@ -168,14 +168,22 @@ fn current_thread_neighbour_runs_during_hot_scan() {
                 tokio::task::yield_now().await;
             }
             let before = turns.load(Ordering::Relaxed);
-            let n = scan(pool, engine, file, Arc::default()).await;
+            let n = scan_passes(pool, engine, file, Arc::default(), passes, budget).await;
             let during = turns.load(Ordering::Relaxed) - before;
             stop.store(true, Ordering::Relaxed);
             h.await.unwrap();
-            assert_eq!(n, PAGES);
-            during
+            (during, n)
         })
-    });
+    })
+}
+
+/// `#[tokio::main(flavor = "current_thread")]`: the scan in the main
+/// future, a `yield_now` neighbour spawned beside it.
+#[test]
+fn current_thread_neighbour_runs_during_hot_scan() {
+    let budget = YieldBudget::Items(BUDGET as usize);
+    let (turns, n) = current_thread_turns("current-thread scan", 1, budget);
+    assert_eq!(n, PAGES);
     expect_turns("current-thread runtime", turns);
 }
 
@@ -220,27 +228,7 @@ fn one_worker_neighbour_runs_during_hot_scan() {
 #[test]
 fn default_budget_lets_a_neighbour_run() {
     const PASSES: u64 = 64;
-    let (turns, pages) = within("default-budget scan", || {
-        let (pool, engine, file) = hot_file(PAGES);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let turns = Arc::new(AtomicU64::new(0));
-            let stop = Arc::new(AtomicBool::new(false));
-            let h = tokio::spawn(yield_counter(Arc::clone(&turns), Arc::clone(&stop)));
-            while turns.load(Ordering::Relaxed) == 0 {
-                tokio::task::yield_now().await;
-            }
-            let before = turns.load(Ordering::Relaxed);
-            let budget = YieldBudget::DEFAULT;
-            let n = scan_passes(pool, engine, file, Arc::default(), PASSES, budget).await;
-            let during = turns.load(Ordering::Relaxed) - before;
-            stop.store(true, Ordering::Relaxed);
-            h.await.unwrap();
-            (during, n)
-        })
-    });
+    let (turns, pages) = current_thread_turns("default-budget scan", PASSES, YieldBudget::DEFAULT);
     assert_eq!(pages, PASSES * PAGES);
     assert!(
         turns > 0,
