@@ -17,8 +17,8 @@ pub enum BuildError {
         /// The rejected value.
         block_size: usize,
     },
-    /// A limit that must be at least one was zero.
-    #[error("{what} must be at least 1 (got 0)")]
+    /// A limit (a count or a time) that must be more than zero was zero.
+    #[error("{what} must be more than zero (got 0)")]
     Zero {
         /// Which setting.
         what: &'static str,
