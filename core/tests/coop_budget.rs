@@ -302,7 +302,10 @@ fn a_zero_budget_is_an_error_naming_the_budget() {
             ),
             "{zero:?}: {err:?}"
         );
-        assert_eq!(err.to_string(), "yield budget must be more than zero (got 0)");
+        assert_eq!(
+            err.to_string(),
+            "yield budget must be more than zero (got 0)"
+        );
     }
 }
 
