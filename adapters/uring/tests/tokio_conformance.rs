@@ -1,7 +1,7 @@
 //! The core conformance suite on [`UringTokioEngine`], over real files
 //! buffered and O_DIRECT, under both tokio runtime flavours: the suite runs
 //! inside the runtime's `block_on` (as in `#[tokio::main]`) and in a task
-//! spawned on it.
+//! spawned on it; and on rings set up with SQPOLL and with COOP_TASKRUN.
 
 #![cfg(feature = "tokio")]
 
