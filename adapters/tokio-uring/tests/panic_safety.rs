@@ -51,16 +51,8 @@ impl Future for YieldNow {
 /// reads of them wait for the device.
 fn evict(path: &std::path::Path, len: u64) {
     let f = std::fs::File::open(path).expect("open for fadvise");
-    // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
-    let r = unsafe {
-        libc::posix_fadvise(
-            f.as_raw_fd(),
-            0,
-            len as libc::off_t,
-            libc::POSIX_FADV_DONTNEED,
-        )
-    };
-    assert_eq!(r, 0, "posix_fadvise(DONTNEED): {r}");
+    pagestream::os::fadvise(f.as_raw_fd(), 0, len, libc::POSIX_FADV_DONTNEED)
+        .expect("posix_fadvise(DONTNEED)");
 }
 
 /// Starts `READS` reads of `COMBINE` blocks (blocks `0..N`, one stream

@@ -6,17 +6,13 @@
 
 mod common;
 
-use common::{open, runtime_or_skip};
+use common::{assert_idle, evict, one_read_stream, open, poll_once, runtime_or_skip};
 use futures::StreamExt;
 use pagestream::testing::{stamp, StampedFile};
 use pagestream::{source, BufferPool, IoEngine, PageGuard, ReadRequest, ReadStream};
 use pagestream_uring::{UringEngine, UringFile, UringRuntime};
-use std::future::Future;
-use std::os::fd::AsRawFd;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 /// 16 KiB blocks, 128 to a read: 2 MiB reads.
@@ -26,28 +22,6 @@ const COMBINE: usize = 128;
 const READS: usize = 64;
 /// Blocks those reads cover (128 MiB), and the pool's frames.
 const N: u64 = (READS * COMBINE) as u64;
-
-/// Polls `fut` exactly once.
-async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
-    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
-}
-
-/// Drops the first `len` bytes of `path` from the page cache, so buffered
-/// reads of them wait for the device (and the kernel is still writing when
-/// the runtime goes).
-fn evict(path: &std::path::Path, len: u64) {
-    let f = std::fs::File::open(path).expect("open for fadvise");
-    // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
-    let r = unsafe {
-        libc::posix_fadvise(
-            f.as_raw_fd(),
-            0,
-            len as libc::off_t,
-            libc::POSIX_FADV_DONTNEED,
-        )
-    };
-    assert_eq!(r, 0, "posix_fadvise(DONTNEED): {r}");
-}
 
 /// A panic payload whose own drop panics.
 struct BadPayload;
@@ -118,12 +92,7 @@ fn drop_runtime_with_panicking_reads(pool: &BufferPool, file: &UringFile) -> (us
             // 0 is one read, so together they claim exactly the pool.
             for r in 0..READS as u64 {
                 let first = r * COMBINE as u64;
-                let mut s = ReadStream::builder(pool, engine.clone(), file.clone())
-                    .max_ios(0)
-                    .io_combine_limit(COMBINE)
-                    .full(true)
-                    .build(source::forward(first..first + COMBINE as u64))
-                    .expect("build");
+                let mut s = one_read_stream(pool, engine.clone(), file, first, COMBINE);
                 assert!(poll_once(&mut s.next()).await.is_pending());
                 drop(s); // its read stays in flight
             }
@@ -208,8 +177,7 @@ fn hook_panic_in_drop_never_frees_frames_under_the_kernel() {
             let (reading, seen) = drop_runtime_with_panicking_reads(&pool, &file);
             assert_eq!(reading, N as usize, "{what}: not every read was started");
             in_flight_seen = in_flight_seen.max(seen);
-            let ps = pool.stats();
-            assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+            assert_idle(&pool, &what);
             let held = hold_other_blocks(&pool, &cached);
             // Long after any read of the first runtime would have ended.
             std::thread::sleep(Duration::from_millis(300));

@@ -12,17 +12,17 @@ mod common;
 
 use common::on_tokio::{
     assert_unchanged, engine_on, engine_or_skip, flavour, harness, helping, hold_pages,
-    hold_pages_elsewhere, in_help, io_uring_or_skip, runtime, scan_checked, wait_until, Hook,
-    HookFactory, Hooked, WATCHDOG,
+    hold_pages_elsewhere, in_help, io_uring_or_skip, join_scans, runtime, scan_checked, wait_until,
+    Hook, HookFactory, Hooked, WATCHDOG,
 };
-use common::{evict, open, poll_once, stamped};
+use common::{assert_idle, evict, one_read_stream, open, poll_once, stamped};
 use futures::StreamExt;
 use pagestream::testing::conformance::run_all;
 use pagestream::testing::{require_named, stamp, SplitMix, StampedFile};
 use pagestream::{source, BufferPool, EngineFile, IoEngine, ReadStream};
 use pagestream_uring::{UringFile, UringTokioBuilder, UringTokioEngine};
 use std::io;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,12 +50,7 @@ async fn start_reads(
     let mut streams = Vec::with_capacity(READS);
     for r in 0..READS as u64 {
         let first = r * COMBINE as u64;
-        let mut s = ReadStream::builder(pool, engine.clone(), file.clone())
-            .max_ios(0)
-            .io_combine_limit(COMBINE)
-            .full(true)
-            .build(source::forward(first..first + COMBINE as u64))
-            .expect("build");
+        let mut s = one_read_stream(pool, engine.clone(), file, first, COMBINE);
         // Starts the stream's read; a page is not expected this soon, but
         // one would not matter.
         let _ = poll_once(&mut s.next()).await;
@@ -174,8 +169,7 @@ fn shutdown_with_reads_in_flight(test: &str, multi: bool, how: Shutdown) {
             "{what}: reads still in flight after the runtime shut down \
              ({at_shutdown} were at shutdown)"
         );
-        let ps = pool.stats();
-        assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+        assert_idle(&pool, &what);
         let id = file.id();
         let valid = (0..N).filter(|&b| pool.contains(id, b)).count();
         // Not on a multi-thread runtime, buffered: there a read the kernel
@@ -204,8 +198,7 @@ fn shutdown_with_reads_in_flight(test: &str, multi: bool, how: Shutdown) {
             "{what}: the read was submitted"
         );
         assert_eq!(engine.in_flight(), 0, "{what}");
-        let ps = pool.stats();
-        assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+        assert_idle(&pool, &what);
     }
     assert!(
         in_flight_seen > 0,
@@ -323,8 +316,7 @@ fn abandon_with_reads_in_flight(test: &str, how: Abandon) {
         wait_until(&format!("{what}: the abandoned reads end"), || {
             engine.in_flight() == 0 && pool.stats().reading == 0
         });
-        let ps = pool.stats();
-        assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+        assert_idle(&pool, &what);
 
         let held = rt.block_on(hold_pages(&pool, engine.clone(), &other, N, READS, COMBINE));
         assert_unchanged(other_seed, &held, &what);
@@ -685,9 +677,9 @@ fn set_aside_attempt(test: &str) -> Option<bool> {
 const CHILD: &str = "PAGESTREAM_TOKIO_ENGINE_CHILD";
 
 /// This test binary, run as a child with only [`child_process`] and
-/// `CHILD=mode`.
-fn run_child(mode: &str) -> Output {
-    Command::new(std::env::current_exe().expect("the test binary"))
+/// `CHILD=mode`, which must exit normally; its stdout and stderr.
+fn run_child(mode: &str) -> (String, String) {
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
             "child_process",
@@ -696,7 +688,15 @@ fn run_child(mode: &str) -> Output {
         ])
         .env(CHILD, mode)
         .output()
-        .expect("run the test binary as a child")
+        .expect("run the test binary as a child");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "child: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    (stdout, stderr)
 }
 
 /// The first line of a child's output that holds `marker`, from the
@@ -776,14 +776,7 @@ fn idle_engine_uses_no_cpu() {
     if !io_uring_or_skip("idle_engine_uses_no_cpu") {
         return;
     }
-    let out = run_child("idle");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "child: {}\n{stdout}\n{stderr}",
-        out.status
-    );
+    let (stdout, _) = run_child("idle");
     assert!(
         stdout.contains("IDLE-CHILD-DONE"),
         "the child did not measure: {stdout}"
@@ -852,15 +845,7 @@ fn thirty_two_tasks_thirty_two_files_one_pool() {
             })
         })
         .collect();
-    let stats = rt.block_on(async {
-        tokio::time::timeout(WATCHDOG, futures::future::join_all(tasks))
-            .await
-            .expect("the scans hang")
-    });
-    let mut pages = 0;
-    for st in stats {
-        pages += st.expect("a scan task failed").pages;
-    }
+    let pages: u64 = join_scans(&rt, tasks).iter().map(|st| st.pages).sum();
     assert_eq!(pages, files as u64 * n);
     let ps = pool.stats();
     assert_eq!((ps.pinned, ps.reading), (0, 0), "{ps}");
@@ -897,15 +882,7 @@ fn eight_tasks_share_one_files_frames() {
             })
         })
         .collect();
-    let stats = rt.block_on(async {
-        tokio::time::timeout(WATCHDOG, futures::future::join_all(handles))
-            .await
-            .expect("the scans hang")
-    });
-    let stats: Vec<_> = stats
-        .into_iter()
-        .map(|s| s.expect("a scan task failed"))
-        .collect();
+    let stats = join_scans(&rt, handles);
     let read: u64 = stats.iter().map(|s| s.blocks_read).sum();
     assert_eq!(
         read,
@@ -1067,14 +1044,7 @@ fn no_io_uring_child() {
 #[test]
 fn io_uring_unavailable_names_the_fallback() {
     let test = "io_uring_unavailable_names_the_fallback";
-    let out = run_child("no-io-uring");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "child: {}\n{stdout}\n{stderr}",
-        out.status
-    );
+    let (stdout, stderr) = run_child("no-io-uring");
     if let Some(line) = child_line(&stdout, "SECCOMP-UNAVAILABLE") {
         let _: Option<()> = require_named(test, "seccomp filters", Err(line));
         return;

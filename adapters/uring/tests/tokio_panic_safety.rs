@@ -16,7 +16,7 @@ use common::on_tokio::{
     hold_pages_elsewhere, in_help, runtime, scan_checked, within_watchdog, BadPayload, Hook,
     HookFactory, Hooked,
 };
-use common::{evict, open, poll_once, stamped};
+use common::{assert_idle, evict, one_read_stream, open, poll_once, stamped};
 use futures::StreamExt;
 use pagestream::testing::StampedFile;
 use pagestream::{source, BufferPool, EngineFile, ReadOutcome, ReadStream};
@@ -44,12 +44,7 @@ fn panic_with_bad_payload() -> ! {
 fn start_and_abandon_reads(pool: &BufferPool, engine: &Hooked, file: &UringFile) {
     for r in 0..READS as u64 {
         let first = r * COMBINE as u64;
-        let mut s = ReadStream::builder(pool, engine.clone(), file.clone())
-            .max_ios(0)
-            .io_combine_limit(COMBINE)
-            .full(true)
-            .build(source::forward(first..first + COMBINE as u64))
-            .expect("build");
+        let mut s = one_read_stream(pool, engine.clone(), file, first, COMBINE);
         assert!(futures::executor::block_on(poll_once(&mut s.next())).is_pending());
     }
 }
@@ -303,8 +298,7 @@ fn hook_panic_in_help_surfaces_in_the_polling_task() {
                 "{what}: {outcomes:?}"
             );
         }
-        let ps = pool.stats();
-        assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+        assert_idle(&pool, &what);
 
         let held = r1.block_on(hold_pages(
             &pool,
@@ -377,8 +371,7 @@ fn hook_panic_in_driver_drop_frees_no_frame_under_the_kernel() {
         expect_bad_payload(p, &what);
         assert_eq!(ran.load(Ordering::SeqCst), READS, "{what}: hooks that ran");
         in_flight_seen = in_flight_seen.max(reading_seen.load(Ordering::SeqCst));
-        let ps = pool.stats();
-        assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
+        assert_idle(&pool, &what);
         assert!(
             (0..N).all(|b| !pool.contains(file.id(), b)),
             "{what}: a cancelled read's block is valid"

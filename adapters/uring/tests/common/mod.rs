@@ -8,6 +8,7 @@
 pub mod on_tokio;
 
 use pagestream::testing::{require_named, DiskFiles, StampedFile};
+use pagestream::{source, BufferPool, IoEngine, ReadStream};
 use pagestream_uring::{UringBuilder, UringEngine, UringFile, UringRuntime};
 use std::future::Future;
 use std::io;
@@ -72,14 +73,31 @@ pub async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
 /// reads of them wait for the device.
 pub fn evict(path: &Path, len: u64) {
     let f = std::fs::File::open(path).expect("open for fadvise");
-    // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
-    let r = unsafe {
-        libc::posix_fadvise(
-            f.as_raw_fd(),
-            0,
-            len as libc::off_t,
-            libc::POSIX_FADV_DONTNEED,
-        )
-    };
-    assert_eq!(r, 0, "posix_fadvise(DONTNEED): {r}");
+    pagestream::os::fadvise(f.as_raw_fd(), 0, len, libc::POSIX_FADV_DONTNEED)
+        .expect("posix_fadvise(DONTNEED)");
+}
+
+/// A stream whose first poll starts one read, of blocks `first..first + n`
+/// of `file`, and nothing else: `max_ios` 0 gives a stream a budget of one
+/// read, so streams like it for consecutive ranges together claim as many
+/// frames as they read.
+pub fn one_read_stream<E: IoEngine<File = UringFile>>(
+    pool: &BufferPool,
+    engine: E,
+    file: &UringFile,
+    first: u64,
+    n: usize,
+) -> ReadStream<E, source::Forward> {
+    ReadStream::builder(pool, engine, file.clone())
+        .max_ios(0)
+        .io_combine_limit(n)
+        .full(true)
+        .build(source::forward(first..first + n as u64))
+        .expect("build")
+}
+
+/// No frame of `pool` is pinned or being read.
+pub fn assert_idle(pool: &BufferPool, what: &str) {
+    let ps = pool.stats();
+    assert_eq!((ps.pinned, ps.reading), (0, 0), "{what}: {ps}");
 }

@@ -339,3 +339,20 @@ pub fn assert_unchanged(seed: u64, held: &[PageGuard], what: &str) {
         changed[0],
     );
 }
+
+/// Waits, at most [`WATCHDOG`], for scan tasks spawned on `rt` and returns
+/// their stats in order: a hang or a failed task fails the test.
+pub fn join_scans(
+    rt: &Runtime,
+    tasks: Vec<tokio::task::JoinHandle<StreamStats>>,
+) -> Vec<StreamStats> {
+    let joined = rt.block_on(async {
+        tokio::time::timeout(WATCHDOG, futures::future::join_all(tasks))
+            .await
+            .expect("the scans hang")
+    });
+    joined
+        .into_iter()
+        .map(|s| s.expect("a scan task failed"))
+        .collect()
+}
