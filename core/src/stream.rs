@@ -53,14 +53,16 @@ pub enum YieldBudget {
 }
 
 impl YieldBudget {
-    /// The default, [`Time(50 µs)`](YieldBudget::Time): the tasks beside the
-    /// stream wait at most about 50 µs (and 16 items) of the stream's and its
-    /// consumer's work, the middle of the usual rule for async code (10–100
-    /// µs between yields), and a yield's cost (on a multi-thread runtime,
-    /// another worker woken to steal the task) is spread over 50 µs of
-    /// work, not over a count of pages that may take 3 µs (the reasons and
-    /// figures are in the [`design`](crate::design) notes, §4).
-    pub const DEFAULT: YieldBudget = YieldBudget::Time(Duration::from_micros(50));
+    /// The default, [`Time(200 µs)`](YieldBudget::Time): the tasks beside
+    /// the stream wait at most about 200 µs (and 16 items) of the stream's
+    /// and its consumer's work. That is twice the upper end of the usual
+    /// rule for async code (10–100 µs between yields), because a yield
+    /// costs more than the rule assumes: on tokio's multi-thread runtime
+    /// each one wakes a parked worker, and a yield every 50 or 100 µs cost
+    /// a warm scan on two workers a fifth of its speed, against 2% every
+    /// 200 µs (the reasons and figures are in the
+    /// [`design`](crate::design) notes, §4).
+    pub const DEFAULT: YieldBudget = YieldBudget::Time(Duration::from_micros(200));
 
     /// How many items a [`Time`](YieldBudget::Time) budget hands out
     /// between two looks at the clock.
@@ -144,7 +146,7 @@ impl fmt::Debug for StreamShared {
 /// let stream = StreamBuilder::new(&pool, engine, file)
 ///     .max_ios(4)                         // effective_io_concurrency
 ///     .io_combine_limit(8)                // 64 KiB reads
-///     .ring(Some(RingSize::BULKREAD))     // recycle 256 KiB of frames
+///     .ring(Some(RingSize::BULKREAD))     // recycle a bounded set of frames
 ///     .build(source::backward(0..100))?;  // newest block first
 /// assert_eq!(stream.stats().pages, 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -308,7 +310,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     }
 
     /// How long the stream hands out items in a row before it yields to the
-    /// runtime. Default [`YieldBudget::DEFAULT`], 50 µs.
+    /// runtime. Default [`YieldBudget::DEFAULT`], 200 µs.
     ///
     /// A stream whose pages are in the pool (or whose engine completes reads
     /// inline) is always ready, so a consumer looping on `next().await`
@@ -399,11 +401,22 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             Some(RingSize::Frames(0)) | Some(RingSize::Bytes(0)) => {
                 return Err(BuildError::Zero { what: "ring size" })
             }
-            Some(r) => Some(Ring::new(
-                r.frames(pool.block_size).min(pool.nframes),
-                ((max_ios + 1) * combine + combine).min(pool.nframes),
-                combine,
-            )),
+            Some(r) => {
+                let max_len = ((max_ios + 1) * combine + combine).min(pool.nframes);
+                Some(Ring::new(
+                    match r {
+                        // Sized for the look-ahead: no more than it can use.
+                        RingSize::BulkRead => {
+                            r.frames(pool.block_size, max_ios, combine).min(max_len)
+                        }
+                        _ => r
+                            .frames(pool.block_size, max_ios, combine)
+                            .min(pool.nframes),
+                    },
+                    max_len,
+                    combine,
+                ))
+            }
         };
         let count = self
             .file

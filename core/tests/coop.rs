@@ -224,7 +224,7 @@ fn one_worker_neighbour_runs_during_hot_scan() {
 
 /// On the default budget (a time), a `yield_now` neighbour on a
 /// current-thread runtime runs during a scan of 64 passes over the cached
-/// file (far longer than the budget's 50 µs, whatever the machine).
+/// file (far longer than the budget's 200 µs, whatever the machine).
 #[test]
 fn default_budget_lets_a_neighbour_run() {
     const PASSES: u64 = 64;

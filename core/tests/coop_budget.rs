@@ -125,8 +125,8 @@ fn without_yields(mut st: StreamStats) -> StreamStats {
 }
 
 #[test]
-fn default_budget_is_50_microseconds() {
-    let want = YieldBudget::Time(Duration::from_micros(50));
+fn default_budget_is_200_microseconds() {
+    let want = YieldBudget::Time(Duration::from_micros(200));
     assert_eq!(YieldBudget::default(), want);
     assert_eq!(YieldBudget::DEFAULT, want);
 }

@@ -1,6 +1,7 @@
 //! A ring under deep look-ahead: it grows (rather than letting the scan
 //! cycle through the whole pool) and keeps handing out runs of adjacent
-//! frames, so most reads reach the engine as one contiguous buffer.
+//! frames, so most reads reach the engine as one contiguous buffer; and
+//! `RingSize::BULKREAD` starts at PostgreSQL 18's size.
 
 use futures::executor::block_on;
 use futures::StreamExt;
@@ -46,7 +47,8 @@ fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
     let mut s = ReadStream::builder(&pool, engine.clone(), file)
         .max_ios(16)
         .io_combine_limit(16)
-        .ring(Some(RingSize::BULKREAD))
+        // PostgreSQL 16's BULKREAD ring: smaller than the look-ahead.
+        .ring(Some(RingSize::Bytes(256 * 1024)))
         .build(source::forward(0..n))
         .unwrap();
     block_on(async {
@@ -77,4 +79,30 @@ fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
         "only {one} of {reads} reads were one buffer"
     );
     eprintln!("ring {ring} frames, {one}/{reads} reads in one buffer, {valid} frames valid\n{st}");
+}
+
+/// `RingSize::BULKREAD` holds 256 KiB plus `max_ios` reads of
+/// `io_combine_limit` blocks from the start, but never more than the
+/// stream's pin budget plus one read, nor more than the pool.
+#[test]
+fn bulkread_ring_starts_with_room_for_max_ios_reads() {
+    let mem = MemEngine::new();
+    let file = mem.create_stamped(64, 8192);
+    let ring_len = |frames: usize, max_ios: usize, combine: usize| {
+        let pool = BufferPool::new(frames, 8192).unwrap();
+        let s = ReadStream::builder(&pool, mem.clone(), file.clone())
+            .max_ios(max_ios)
+            .io_combine_limit(combine)
+            .ring(Some(RingSize::BULKREAD))
+            .build(source::forward(0..64))
+            .unwrap();
+        s.ring_len().unwrap()
+    };
+    // 32 frames of 256 KiB, plus 16 reads of 16 or 32 blocks.
+    assert_eq!(ring_len(16384, 16, 16), 32 + 16 * 16);
+    assert_eq!(ring_len(16384, 16, 32), 32 + 16 * 32);
+    // The pin budget plus one read: (4 + 1) × 8 + 8 frames, not 32 + 4 × 8.
+    assert_eq!(ring_len(16384, 4, 8), 48);
+    // The pool.
+    assert_eq!(ring_len(100, 16, 16), 100);
 }

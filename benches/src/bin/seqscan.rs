@@ -33,7 +33,7 @@
 //!
 //! - **none**: the file as it is (nothing evicted or read first).
 //!
-//! Cold and warm scans use a 256 KiB ring (PostgreSQL's BULKREAD) when the
+//! Cold and warm scans use PostgreSQL 18's BULKREAD ring (`RingSize::BULKREAD`) when the
 //! file is larger than a quarter of the pool. Every run computes the same
 //! order-independent checksum over (block number, first and last 64 bytes)
 //! of each page; differing checksums are an error.

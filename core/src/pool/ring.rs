@@ -1,26 +1,27 @@
 //! Rings: a bounded set of frames one stream recycles (PostgreSQL's BULKREAD
-//! buffer access strategy), so a large scan cannot flush the shared pool and
-//! a warm scan's working set of destination memory stays inside the CPU
-//! cache.
+//! buffer access strategy), so a large scan cannot flush the shared pool.
 //!
 //! A ring never caps look-ahead: when its next slot is still pinned (or was
 //! used again by someone else), the stream takes a frame from the clock
 //! sweep. PostgreSQL then puts that frame in the slot instead, and the
 //! pinned one leaves the ring; a scan whose look-ahead is deeper than its
-//! ring (a cold scan at full depth pins `(max_ios + 1) × io_combine_limit`
-//! frames) would so cycle through the whole pool. Here the ring *grows*
+//! ring would so cycle through the whole pool. Here the ring *grows*
 //! instead, one read's worth of frames (`io_combine_limit`) at a time, up to
 //! the stream's pin budget plus one read, so a deep scan recycles its own
-//! frames too and the ring ends up just large enough for the look-ahead: a
-//! shallow scan (a warm scan keeps one read ahead, or a few with an engine
-//! that copies cached reads on a second thread) grows it little or not at
-//! all, keeping its destination memory in the CPU cache (a ring that
-//! doubled would cycle about twice the memory a warm scan needs). It grows
-//! by a block of frames the sweep finds together, usually adjacent in
-//! memory, so runs of slots stay runs of adjacent frames and a read's
-//! frames reach the engine as one buffer: slots added one at a time would
-//! interleave frames, make reads vectored and let the device merge less.
-//! The measurements behind both choices are in `docs/engines.md`.
+//! frames too. It grows by a block of frames the sweep finds together,
+//! usually adjacent in memory, so runs of slots stay runs of adjacent
+//! frames and a read's frames reach the engine as one buffer: slots added
+//! one at a time would interleave frames, make reads vectored and let the
+//! device merge less.
+//!
+//! [`RingSize::BULKREAD`] starts where PostgreSQL 18 sizes its BULKREAD
+//! ring: 256 KiB plus room for `max_ios` reads of `io_combine_limit`
+//! blocks, which is about the most a stream's look-ahead pins, so it seldom
+//! grows. A warm scan, which keeps a read or a few ahead, then still
+//! recycles about 2 MiB rather than 256 KiB, and ran faster so on every
+//! engine measured (PostgreSQL 16's 256 KiB made the io_uring engines, which
+//! copy cached reads on the consumer's thread, up to a third slower). The
+//! measurements behind these choices are in `docs/engines.md`.
 
 const EMPTY_SLOT: u32 = u32::MAX;
 
@@ -32,16 +33,26 @@ pub enum RingSize {
     Frames(usize),
     /// Enough frames for this many bytes.
     Bytes(usize),
+    /// 256 KiB plus `max_ios` reads of `io_combine_limit` blocks
+    /// (PostgreSQL 18's BULKREAD ring), [`RingSize::BULKREAD`].
+    BulkRead,
 }
 
 impl RingSize {
-    /// PostgreSQL's BULKREAD ring: 256 KiB.
-    pub const BULKREAD: RingSize = RingSize::Bytes(256 * 1024);
+    /// PostgreSQL 18's BULKREAD ring: 256 KiB plus room for the stream's
+    /// `max_ios` reads of `io_combine_limit` blocks (2.25 MiB at the
+    /// defaults and 8 KiB blocks). Like every ring, at most the stream's pin
+    /// budget plus one read, and at most the pool. `RingSize::Bytes(256 *
+    /// 1024)` is PostgreSQL 16's.
+    pub const BULKREAD: RingSize = RingSize::BulkRead;
 
-    pub(crate) fn frames(self, block_size: usize) -> usize {
+    /// Frames the ring starts with, for a stream of `block_size` blocks
+    /// that keeps up to `max_ios` reads of `combine` blocks in flight.
+    pub(crate) fn frames(self, block_size: usize, max_ios: usize, combine: usize) -> usize {
         match self {
             RingSize::Frames(n) => n,
             RingSize::Bytes(b) => b.div_ceil(block_size),
+            RingSize::BulkRead => (256 * 1024usize).div_ceil(block_size) + max_ios * combine,
         }
         .max(1)
     }
