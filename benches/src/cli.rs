@@ -56,8 +56,8 @@ scan: one configuration, --repeat times.
   --no-backward-combining
   --full             pagestream: start at full look-ahead distance (no ramp;
                      PostgreSQL's READ_STREAM_FULL)
-  --nowait on|off    threadpool: inline RWF_NOWAIT read first on buffered
-                     files (default on)
+  --nowait on|off    threadpool, uring, uring-tokio: inline RWF_NOWAIT read
+                     first on buffered files (default on)
   --workers N        tokio worker threads of uring-tokio, uring-tokio-blockon,
                      threadpool-tokio and tokio-io-uring (default 2)
   --fixed-buffers    uring, uring-tokio: register the pool as io_uring fixed

@@ -177,6 +177,16 @@ impl Engine {
         matches!(self, Engine::ThreadPool | Engine::ThreadPoolTokio)
     }
 
+    /// Whether `--nowait` applies: an engine that tries buffered reads
+    /// with `RWF_NOWAIT` first.
+    pub const fn takes_nowait(self) -> bool {
+        self.is_threadpool()
+            || matches!(
+                self,
+                Engine::Uring | Engine::UringTokio | Engine::UringTokioBlockOn
+            )
+    }
+
     /// Whether this is pagestream (not a baseline).
     pub const fn is_pagestream(self) -> bool {
         self.runtime().is_some()
@@ -589,7 +599,7 @@ impl RunResult {
         if c.full {
             m.insert("full".into(), json!(true));
         }
-        if c.engine.is_threadpool() {
+        if c.engine.takes_nowait() {
             m.insert("nowait".into(), json!(c.nowait && !c.direct));
         }
         if c.engine.on_tokio_workers() {
@@ -712,9 +722,9 @@ pub fn check(cfg: &ScanConfig) -> Result<(), String> {
             "--full: a pagestream stream option; {e} has no ramp to skip"
         ));
     }
-    if !cfg.nowait && !e.is_threadpool() {
+    if !cfg.nowait && !e.takes_nowait() {
         return Err(format!(
-            "--nowait: a threadpool engine option, not one of {e}"
+            "--nowait: an option of the threadpool, uring and uring-tokio engines, not of {e}"
         ));
     }
     if matches!(e, Engine::TokioIoUring | Engine::TokioUringFs)
@@ -1026,6 +1036,7 @@ impl StreamScan {
             }),
         );
         x.insert("cached_reads".into(), json!(st.cached_reads));
+        x.insert("budget_yields".into(), json!(st.budget_yields));
         x.insert("backward_reads".into(), json!(st.backward_reads));
         x.insert("pool_frames".into(), json!(pool.frames()));
         x.insert("pool_touched_frames".into(), json!(touched));

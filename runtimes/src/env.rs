@@ -187,10 +187,14 @@ pub struct UringTokioEnv {
 }
 
 impl UringTokioEnv {
-    /// An engine reaped on `handle`'s runtime. Fails with the engine's
-    /// error naming the cause where io_uring is unavailable.
-    pub(crate) fn new(handle: tokio::runtime::Handle) -> io::Result<Self> {
-        let engine = UringTokioEngine::builder().handle(handle.clone()).build()?;
+    /// An engine reaped on `handle`'s runtime, with its inline
+    /// `RWF_NOWAIT` attempt on or off. Fails with the engine's error naming
+    /// the cause where io_uring is unavailable.
+    pub(crate) fn new(handle: tokio::runtime::Handle, nowait: bool) -> io::Result<Self> {
+        let engine = UringTokioEngine::builder()
+            .handle(handle.clone())
+            .nowait(nowait)
+            .build()?;
         Ok(UringTokioEnv { engine, handle })
     }
 

@@ -149,8 +149,8 @@ pub struct Options {
     /// Thread pool: most I/O threads (default
     /// [`pagestream_threadpool::DEFAULT_THREADS`]).
     pub threads: usize,
-    /// Thread pool: try an inline `RWF_NOWAIT` read first on buffered files
-    /// (default on).
+    /// Thread pool, uring and uring-tokio: try an inline `RWF_NOWAIT` read
+    /// first on buffered files (default on).
     pub nowait: bool,
     /// Thread pool: cached reads in flight per stream with the cached-read
     /// helper thread (`None`: the engine's default; see
@@ -179,7 +179,8 @@ impl Options {
         self
     }
 
-    /// Thread pool: the inline `RWF_NOWAIT` attempt on or off.
+    /// Thread pool, uring and uring-tokio: the inline `RWF_NOWAIT` attempt
+    /// on or off.
     pub fn nowait(mut self, on: bool) -> Self {
         self.nowait = on;
         self

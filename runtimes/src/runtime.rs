@@ -186,13 +186,15 @@ impl Runtime {
                     Ok(out)
                 }
                 Runtime::Uring => {
-                    let rt = pagestream_uring::UringRuntime::new()?;
+                    let rt = pagestream_uring::UringRuntime::builder()
+                        .nowait(options.nowait)
+                        .build()?;
                     let env = UringEnv::new(rt.engine());
                     Ok(rt.block_on(workload.run(env)))
                 }
                 Runtime::UringTokio => {
                     let rt = worker_tokio(self, options.workers)?;
-                    let env = UringTokioEnv::new(rt.handle().clone())?;
+                    let env = UringTokioEnv::new(rt.handle().clone(), options.nowait)?;
                     // Polled here, on this thread, as the body of
                     // `#[tokio::main]` is: each completion the
                     // reaper takes wakes this thread from a worker.
@@ -294,7 +296,7 @@ impl Runtime {
             let rt = worker_tokio(self, options.workers)?;
             let task = match self {
                 Runtime::UringTokio => {
-                    let env = UringTokioEnv::new(rt.handle().clone())?;
+                    let env = UringTokioEnv::new(rt.handle().clone(), options.nowait)?;
                     rt.spawn(workload.run(env))
                 }
                 Runtime::ThreadPool => rt.spawn(workload.run(ThreadPoolEnv::new(options))),

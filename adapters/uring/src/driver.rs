@@ -108,6 +108,9 @@ pub(crate) struct Config {
     pub(crate) sqpoll_idle_ms: Option<u32>,
     pub(crate) coop_taskrun: bool,
     pub(crate) defer_taskrun: bool,
+    /// Try a buffered read with `preadv2(RWF_NOWAIT)` on the starting
+    /// thread before it goes to the ring ([`Driver::push`]).
+    pub(crate) nowait: bool,
 }
 
 /// Locks `m`, ignoring poisoning: no lock of the driver is held while user
@@ -129,6 +132,9 @@ struct Counters {
     waits: AtomicU64,
     remote_wakes: AtomicU64,
     helped: AtomicU64,
+    nowait_full: AtomicU64,
+    nowait_partial: AtomicU64,
+    nowait_would_block: AtomicU64,
 }
 
 /// What a [`UringEngine`](crate::UringEngine) (and its runtime) or a
@@ -158,6 +164,15 @@ pub struct EngineStats {
     pub helped: u64,
     /// Times the reaper task ran ([`UringTokioEngine`](crate::UringTokioEngine)).
     pub reaper_polls: u64,
+    /// Buffered reads the page cache held whole: copied on the thread that
+    /// started them (`preadv2(RWF_NOWAIT)`), never sent to the ring.
+    pub nowait_full: u64,
+    /// Buffered reads the page cache held the start of: that part copied
+    /// the same way, the rest sent to the ring.
+    pub nowait_partial: u64,
+    /// Buffered reads the page cache held none of (or that would have
+    /// blocked), sent to the ring whole.
+    pub nowait_would_block: u64,
 }
 
 impl EngineStats {
@@ -174,6 +189,9 @@ impl EngineStats {
             ("remote_wakes", self.remote_wakes),
             ("helped", self.helped),
             ("reaper_polls", self.reaper_polls),
+            ("nowait_full", self.nowait_full),
+            ("nowait_partial", self.nowait_partial),
+            ("nowait_would_block", self.nowait_would_block),
         ])
     }
 }
@@ -337,6 +355,9 @@ pub(crate) struct Driver {
     wake_multishot: AtomicBool,
     /// `IORING_SETUP_SQPOLL`: a kernel thread takes the submissions.
     sqpoll: bool,
+    /// Buffered reads are tried with `RWF_NOWAIT` first (cleared if the
+    /// kernel does not take the flag).
+    nowait: AtomicBool,
     counters: Counters,
     /// The pool registered as the ring's fixed buffers, if any
     /// ([`register_pool`](Driver::register_pool)): the handle keeps the
@@ -402,6 +423,7 @@ impl Driver {
             reaped: Mutex::new(Vec::new()),
             wake_multishot: AtomicBool::new(true),
             sqpoll: cfg.sqpoll_idle_ms.is_some(),
+            nowait: AtomicBool::new(cfg.nowait),
             counters: Counters::default(),
             fixed: OnceLock::new(),
             registering: Mutex::new(()),
@@ -422,6 +444,9 @@ impl Driver {
             remote_wakes: get(&c.remote_wakes),
             helped: get(&c.helped),
             reaper_polls: 0,
+            nowait_full: get(&c.nowait_full),
+            nowait_partial: get(&c.nowait_partial),
+            nowait_would_block: get(&c.nowait_would_block),
         }
     }
 
@@ -452,6 +477,14 @@ impl Driver {
     /// submits per the batch setting. A read the ring cannot take (its
     /// submission queue stays full) fails with an error saying so.
     pub(crate) fn push(&self, file: &UringFile, req: ReadRequest) {
+        let req = if !file.inner.direct && self.nowait.load(Ordering::Relaxed) {
+            match self.read_nowait(file, req) {
+                Some(rest) => rest,
+                None => return,
+            }
+        } else {
+            req
+        };
         let registered = match self.fixed.get() {
             Some((pool, r)) if req.is_in(pool) => Some(*r),
             _ => None,
@@ -484,6 +517,73 @@ impl Driver {
         }
         if self.queued.fetch_add(1, Ordering::AcqRel) + 1 >= self.submit_batch {
             self.submit();
+        }
+    }
+
+    /// Copies what the page cache holds of a buffered read on this thread
+    /// (`preadv2(RWF_NOWAIT)`, which never waits for the device) and returns
+    /// the rest for the ring. A cached read sent to the ring would complete
+    /// inside `io_uring_enter` all the same, but its completion would then
+    /// have to be taken from the ring, and on a tokio runtime it wakes the
+    /// reaper on another worker (the ring's descriptor turns readable):
+    /// a thread wake-up for every cached read.
+    fn read_nowait(&self, file: &UringFile, mut req: ReadRequest) -> Option<ReadRequest> {
+        let c = &self.counters;
+        let offset = req.offset();
+        let len = req.len_bytes();
+        let r = {
+            let mut bufs = req.buffers_mut();
+            let off = libc::off_t::try_from(offset)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset past off_t"));
+            off.and_then(|off| {
+                let iovcnt = libc::c_int::try_from(bufs.len()).unwrap_or(libc::c_int::MAX);
+                // SAFETY: `bufs` are `iovcnt` (at most their number) valid,
+                // writable `IoSliceMut`s, ABI-compatible with `iovec`, into
+                // the request's frames, which the request owns for writing
+                // until it completes; `preadv2` writes only inside them and
+                // keeps no pointer after it returns.
+                let n = unsafe {
+                    libc::preadv2(
+                        file.inner.fd(),
+                        bufs.as_mut_ptr().cast::<libc::iovec>(),
+                        iovcnt,
+                        off,
+                        libc::RWF_NOWAIT,
+                    )
+                };
+                usize::try_from(n).map_err(|_| io::Error::last_os_error())
+            })
+        };
+        match r {
+            Ok(n) if n == len => {
+                Self::bump(&c.nowait_full, 1);
+                Self::bump(&c.bytes, n as u64);
+                req.set_served_from_cache(true);
+                req.complete(Ok(n))
+            }
+            // Nothing cached at the offset, or the end of the file: the
+            // ring's read tells which.
+            Ok(0) => {
+                Self::bump(&c.nowait_would_block, 1);
+                Some(req)
+            }
+            Ok(n) => {
+                Self::bump(&c.nowait_partial, 1);
+                Self::bump(&c.bytes, n as u64);
+                req.complete(Ok(n))
+            }
+            Err(e) => {
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => Self::bump(&c.nowait_would_block, 1),
+                    // A kernel or file system without the flag: stop trying.
+                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+                        self.nowait.store(false, Ordering::Relaxed)
+                    }
+                    // Anything else: the ring's read reports it.
+                    _ => {}
+                }
+                Some(req)
+            }
         }
     }
 

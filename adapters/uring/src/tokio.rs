@@ -88,6 +88,7 @@ impl Default for UringTokioBuilder {
                 sqpoll_idle_ms: None,
                 coop_taskrun: false,
                 defer_taskrun: false,
+                nowait: true,
             },
             handle: None,
         }
@@ -115,6 +116,15 @@ impl UringTokioBuilder {
     /// system call while it is awake, at the price of a busy kernel thread.
     pub fn sqpoll(mut self, idle_ms: u32) -> Self {
         self.cfg.sqpoll_idle_ms = Some(idle_ms);
+        self
+    }
+
+    /// Copy a buffered read the OS page cache holds on the thread that
+    /// starts it (`preadv2(RWF_NOWAIT)`, which never waits for the device),
+    /// and send only what it does not hold to the ring (default on).
+    /// `O_DIRECT` reads always go to the ring.
+    pub fn nowait(mut self, on: bool) -> Self {
+        self.cfg.nowait = on;
         self
     }
 

@@ -8,6 +8,9 @@ use common::{real_files, runtime_or_skip, runtime_or_skip_with};
 use pagestream::testing::conformance::run_all;
 use pagestream_uring::UringRuntime;
 
+/// Buffered files the page cache holds: their reads are copied in
+/// `start_read` (`RWF_NOWAIT`); what the suite reads uncached or past the
+/// cache (short reads, end of file) goes through the ring.
 #[test]
 fn conformance_buffered() {
     let Some(rt) = runtime_or_skip("conformance_buffered") else {
@@ -18,8 +21,32 @@ fn conformance_buffered() {
     let st = rt.stats();
     eprintln!("engine: {st:?}");
     assert!(
+        st.nowait_full > 0 && st.bytes > 0,
+        "no cached read was copied inline: {st:?}"
+    );
+}
+
+/// The same files with the inline attempt off: every read goes through
+/// the ring and completes in the runtime.
+#[test]
+fn conformance_buffered_through_the_ring() {
+    let b = UringRuntime::builder().nowait(false);
+    let Some(rt) = runtime_or_skip_with("conformance_buffered_through_the_ring", b) else {
+        return;
+    };
+    let h =
+        real_files(rt.engine(), false, "uring buffered, no RWF_NOWAIT").reads_stay_pending(true);
+    rt.block_on(run_all(&h));
+    let st = rt.stats();
+    eprintln!("engine: {st:?}");
+    assert!(
         st.reads > 0 && st.bytes > 0 && st.submit_calls > 0,
         "no reads went through io_uring: {st:?}"
+    );
+    assert_eq!(
+        st.nowait_full + st.nowait_partial + st.nowait_would_block,
+        0,
+        "RWF_NOWAIT tried with it off: {st:?}"
     );
 }
 

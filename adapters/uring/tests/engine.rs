@@ -98,7 +98,12 @@ fn runtime_dropped_with_reads_in_flight() {
         let (file, seed) = stamped(n, BS, direct);
         let id = file.id();
         let pool = BufferPool::new(1024, BS).expect("pool");
-        let rt = UringRuntime::new().expect("runtime");
+        // Buffered reads of the cached file through the ring, so that they
+        // are in flight when the future panics.
+        let rt = UringRuntime::builder()
+            .nowait(false)
+            .build()
+            .expect("runtime");
         let reading = std::cell::Cell::new(0);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rt.block_on(async {
@@ -487,10 +492,23 @@ fn sqpoll_drop_wakes_the_sleeping_thread() {
 
 /// A read into more scattered frames than one `READV` takes (its request
 /// gives at most `MAX_BUFFERS` runs): a short read of those runs, then the
-/// remainder, every page right.
+/// remainder, every page right; both through the ring, and with the first
+/// runs copied by the inline `RWF_NOWAIT` attempt (the file is cached).
 #[test]
 fn read_into_more_than_max_buffers_scattered_frames() {
-    let Some(rt) = runtime_or_skip("read_into_more_than_max_buffers_scattered_frames") else {
+    scattered_frames("read_into_more_than_max_buffers_scattered_frames", false);
+}
+
+#[test]
+fn read_into_more_than_max_buffers_scattered_frames_nowait() {
+    scattered_frames(
+        "read_into_more_than_max_buffers_scattered_frames_nowait",
+        true,
+    );
+}
+
+fn scattered_frames(test: &str, nowait: bool) {
+    let Some(rt) = runtime_or_skip_with(test, UringRuntime::builder().nowait(nowait)) else {
         return;
     };
     let huge = pagestream::MAX_BUFFERS + 100;
@@ -532,7 +550,16 @@ fn read_into_more_than_max_buffers_scattered_frames() {
     });
     assert_eq!((st.reads, st.blocks_read), (1, huge as u64), "{st}");
     let es = rt.stats();
-    assert_eq!((es.reads, es.vectored), (2, 2), "{es:?}");
+    if nowait {
+        // The first `MAX_BUFFERS` runs copied inline, the rest one `READV`.
+        assert_eq!(
+            (es.nowait_partial, es.reads, es.vectored),
+            (1, 1, 1),
+            "{es:?}"
+        );
+    } else {
+        assert_eq!((es.reads, es.vectored), (2, 2), "{es:?}");
+    }
     drop(pins);
 }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{runtime_or_skip, stamped};
+use common::{runtime_or_skip_with, stamped};
 use futures::StreamExt;
 use pagestream::testing::stamp;
 use pagestream::{source, BlockSource, BufferPool, ReadStream};
@@ -45,7 +45,10 @@ fn scan(
 
 fn registered_reads(direct: bool) {
     let what = if direct { "O_DIRECT" } else { "buffered" };
-    let Some(rt) = runtime_or_skip(&format!("registered_reads {what}")) else {
+    // The file is cached: without `nowait(false)` its buffered reads would
+    // be copied inline and never reach the ring.
+    let b = UringRuntime::builder().nowait(false);
+    let Some(rt) = runtime_or_skip_with(&format!("registered_reads {what}"), b) else {
         return;
     };
     let engine = rt.engine();

@@ -12,8 +12,8 @@ mod common;
 
 use common::on_tokio::{
     assert_unchanged, engine_on, engine_or_skip, flavour, harness, helping, hold_pages,
-    hold_pages_elsewhere, in_help, io_uring_or_skip, join_scans, runtime, scan_checked, wait_until,
-    Hook, HookFactory, Hooked, WATCHDOG,
+    hold_pages_elsewhere, in_help, io_uring_or_skip, join_scans, ring_engine_or_skip, runtime,
+    scan_checked, wait_until, Hook, HookFactory, Hooked, WATCHDOG,
 };
 use common::{assert_idle, evict, one_read_stream, open, poll_once, stamped};
 use futures::StreamExt;
@@ -379,7 +379,7 @@ fn recording(seen: &Seen) -> HookFactory {
 fn help_completes_only_its_own_file() {
     let test = "help_completes_only_its_own_file";
     let r1 = runtime(false);
-    let Some(engine) = engine_or_skip(test, &r1) else {
+    let Some(engine) = ring_engine_or_skip(test, &r1) else {
         return;
     };
     let bs = 8192;
@@ -579,7 +579,7 @@ fn shutdown_finishes_reads_another_files_help_set_aside() {
 fn set_aside_attempt(test: &str) -> Option<bool> {
     // Not driven before it is dropped: its reaper first runs in its drop.
     let r1 = runtime(false);
-    let engine = engine_or_skip(test, &r1)?;
+    let engine = ring_engine_or_skip(test, &r1)?;
     let bs = 8192;
     // One 32 MiB O_DIRECT read: still at the device when the reaper's drop
     // first looks at the ring, microseconds after it was started.

@@ -57,11 +57,14 @@ pub fn real_files(
     direct: bool,
     name: &str,
 ) -> DiskFiles<UringEngine, impl Fn(&Path, usize) -> io::Result<UringFile>> {
-    // Reads complete in the runtime, after the poll that started them.
+    // O_DIRECT reads complete in the runtime, after the poll that started
+    // them; a buffered read the page cache holds completes in `start_read`
+    // (the inline `RWF_NOWAIT` attempt; a caller that turns it off says so
+    // with `reads_stay_pending(true)`).
     DiskFiles::new(engine, name, move |path: &Path, block_size| {
         open(path, block_size, direct)
     })
-    .reads_stay_pending(true)
+    .reads_stay_pending(direct)
 }
 
 /// Polls `fut` exactly once.

@@ -68,13 +68,21 @@ pub fn flavour(multi: bool) -> &'static str {
 /// driven by `block_on`), or `None` where io_uring is unavailable: the test
 /// is then skipped, or fails under `CI=true` (see [`require_named`]).
 pub fn engine_or_skip(test: &str, rt: &Runtime) -> Option<UringTokioEngine> {
-    require_named(
-        test,
-        "io_uring",
-        UringTokioEngine::builder()
-            .handle(rt.handle().clone())
-            .build(),
-    )
+    engine_or_skip_with(test, rt, UringTokioEngine::builder())
+}
+
+/// [`engine_or_skip`] with the inline `RWF_NOWAIT` attempt off, for tests
+/// that need reads of a cached buffered file to go through the ring.
+pub fn ring_engine_or_skip(test: &str, rt: &Runtime) -> Option<UringTokioEngine> {
+    engine_or_skip_with(test, rt, UringTokioEngine::builder().nowait(false))
+}
+
+fn engine_or_skip_with(
+    test: &str,
+    rt: &Runtime,
+    b: pagestream_uring::UringTokioBuilder,
+) -> Option<UringTokioEngine> {
+    require_named(test, "io_uring", b.handle(rt.handle().clone()).build())
 }
 
 /// An engine reaped on `rt`, for tests that already know io_uring works.
