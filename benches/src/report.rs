@@ -581,7 +581,9 @@ fn tokio_section(scale: &Scale, target: &mut impl FnMut(u64) -> usize, fio_ok: b
              machine's cores; `scan --workers N`), and uring-tokio also on one of 1 worker. \
              pagestream's pools: {} frames of 8 KiB (`--pool-frames`), registered as io_uring \
              fixed buffers by uring and uring-tokio (`--fixed-buffers`, \
-             `UringTokioEngine::register_pool`). uring-tokio: pagestream-uring's \
+             `UringTokioEngine::register_pool`); every pagestream scan of a file larger than a \
+             quarter of its pool goes through a BULKREAD ring (`RingSize::BULKREAD`), random \
+             ones too. uring-tokio: pagestream-uring's \
              UringTokioEngine, the scan in a task spawned on the runtime \
              (`rt.block_on(rt.spawn(scan))`, as a `#[tokio::main]` program spawns its scan); \
              uring-tokio-blockon: the same engine, the scan polled in `block_on` (the body of \

@@ -58,10 +58,10 @@ impl YieldBudget {
     /// and its consumer's work. That is twice the upper end of the usual
     /// rule for async code (10–100 µs between yields), because a yield
     /// costs more than the rule assumes: on tokio's multi-thread runtime
-    /// each one wakes a parked worker, and a yield every 50 or 100 µs cost
-    /// a warm scan on two workers a fifth of its speed, against 2% every
-    /// 200 µs (the reasons and figures are in the
-    /// [`design`](crate::design) notes, §4).
+    /// each one unparks an idle worker, and a yield every 50 µs cost a warm
+    /// scan on two workers 10–20% of its speed, against 1–3% every 200 µs
+    /// (the reasons and figures are in the [`design`](crate::design) notes,
+    /// §4).
     pub const DEFAULT: YieldBudget = YieldBudget::Time(Duration::from_micros(200));
 
     /// How many items a [`Time`](YieldBudget::Time) budget hands out
@@ -405,10 +405,13 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
                 let max_len = ((max_ios + 1) * combine + combine).min(pool.nframes);
                 Some(Ring::new(
                     match r {
-                        // Sized for the look-ahead: no more than it can use.
-                        RingSize::BulkRead => {
-                            r.frames(pool.block_size, max_ios, combine).min(max_len)
-                        }
+                        // Room for the look-ahead, but no more than it can
+                        // pin, and never under PostgreSQL 16's 256 KiB.
+                        RingSize::BulkRead => r
+                            .frames(pool.block_size, max_ios, combine)
+                            .min(max_len)
+                            .max(RingSize::Bytes(256 * 1024).frames(pool.block_size, 0, 0))
+                            .min(pool.nframes),
                         _ => r
                             .frames(pool.block_size, max_ios, combine)
                             .min(pool.nframes),

@@ -82,8 +82,8 @@ fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
 }
 
 /// `RingSize::BULKREAD` holds 256 KiB plus `max_ios` reads of
-/// `io_combine_limit` blocks from the start, but never more than the
-/// stream's pin budget plus one read, nor more than the pool.
+/// `io_combine_limit` blocks from the start, but no more than the stream's
+/// pin budget plus one read, never less than 256 KiB, and at most the pool.
 #[test]
 fn bulkread_ring_starts_with_room_for_max_ios_reads() {
     let mem = MemEngine::new();
@@ -103,6 +103,8 @@ fn bulkread_ring_starts_with_room_for_max_ios_reads() {
     assert_eq!(ring_len(16384, 16, 32), 32 + 16 * 32);
     // The pin budget plus one read: (4 + 1) × 8 + 8 frames, not 32 + 4 × 8.
     assert_eq!(ring_len(16384, 4, 8), 48);
+    // Never under 256 KiB: (16 + 1) × 1 + 1 frames would be 18.
+    assert_eq!(ring_len(16384, 16, 1), 32);
     // The pool.
     assert_eq!(ring_len(100, 16, 16), 100);
 }

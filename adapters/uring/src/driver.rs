@@ -15,7 +15,9 @@
 //! - **Submit as reads start.** [`Driver::push`] builds the read's SQE
 //!   ([`ReadOp`]) and, with the default batch of one, hands it to the kernel
 //!   at once (`io_uring_enter`), so the device sees each read as soon as the
-//!   stream names it, not when the thread next parks.
+//!   stream names it, not when the thread next parks. (Before that, the
+//!   engines copy what the page cache holds of a buffered read on the spot:
+//!   [`Driver::read_cached`].)
 //! - **Complete where the reads are waited for.** [`Driver::reap`] takes the
 //!   completion queue's entries (shared memory, no system call) and calls
 //!   [`ReadRequest::complete`] for each, which publishes the frames and
@@ -151,7 +153,8 @@ pub struct EngineStats {
     pub fixed: u64,
     /// Of those, reads through a bounce buffer (unaligned `O_DIRECT`).
     pub bounced: u64,
-    /// Bytes the kernel reported read.
+    /// Bytes the kernel reported read, through the ring and by the inline
+    /// `RWF_NOWAIT` copies.
     pub bytes: u64,
     /// `io_uring_enter` calls made to submit (not counting waits).
     pub submit_calls: u64,
@@ -164,14 +167,15 @@ pub struct EngineStats {
     pub helped: u64,
     /// Times the reaper task ran ([`UringTokioEngine`](crate::UringTokioEngine)).
     pub reaper_polls: u64,
-    /// Buffered reads the page cache held whole: copied on the thread that
-    /// started them (`preadv2(RWF_NOWAIT)`), never sent to the ring.
+    /// Buffered reads the page cache held whole (up to the end of the file):
+    /// copied on the thread that started them (`preadv2(RWF_NOWAIT)`),
+    /// never sent to the ring.
     pub nowait_full: u64,
     /// Buffered reads the page cache held the start of: that part copied
     /// the same way, the rest sent to the ring.
     pub nowait_partial: u64,
     /// Buffered reads the page cache held none of (or that would have
-    /// blocked), sent to the ring whole.
+    /// blocked, or began at the end of the file), sent to the ring whole.
     pub nowait_would_block: u64,
 }
 
@@ -477,14 +481,6 @@ impl Driver {
     /// submits per the batch setting. A read the ring cannot take (its
     /// submission queue stays full) fails with an error saying so.
     pub(crate) fn push(&self, file: &UringFile, req: ReadRequest) {
-        let req = if !file.inner.direct && self.nowait.load(Ordering::Relaxed) {
-            match self.read_nowait(file, req) {
-                Some(rest) => rest,
-                None => return,
-            }
-        } else {
-            req
-        };
         let registered = match self.fixed.get() {
             Some((pool, r)) if req.is_in(pool) => Some(*r),
             _ => None,
@@ -520,13 +516,30 @@ impl Driver {
         }
     }
 
-    /// Copies what the page cache holds of a buffered read on this thread
-    /// (`preadv2(RWF_NOWAIT)`, which never waits for the device) and returns
-    /// the rest for the ring. A cached read sent to the ring would complete
+    /// Copies what the page cache holds of a new buffered read on this
+    /// thread (`preadv2(RWF_NOWAIT)`, which never waits for the device) and
+    /// returns the rest for [`push`](Self::push), or the whole request for
+    /// an `O_DIRECT` file, with the attempt turned off, or on a file that
+    /// does not take the flag. A cached read sent to the ring would complete
     /// inside `io_uring_enter` all the same, but its completion would then
     /// have to be taken from the ring, and on a tokio runtime it wakes the
-    /// reaper on another worker (the ring's descriptor turns readable):
-    /// a thread wake-up for every cached read.
+    /// reaper on another worker (the ring's descriptor turns readable): a
+    /// thread wake-up for every cached read.
+    ///
+    /// The engines call this before anything else, holding nothing: a
+    /// completion runs the read's hooks, which may panic. Remainders of
+    /// short ring reads go straight to `push`: they waited for the device,
+    /// and a copy of the rest must not mark the read as cached.
+    pub(crate) fn read_cached(&self, file: &UringFile, req: ReadRequest) -> Option<ReadRequest> {
+        if file.inner.direct
+            || !self.nowait.load(Ordering::Relaxed)
+            || !file.inner.nowait.load(Ordering::Relaxed)
+        {
+            return Some(req);
+        }
+        self.read_nowait(file, req)
+    }
+
     fn read_nowait(&self, file: &UringFile, mut req: ReadRequest) -> Option<ReadRequest> {
         let c = &self.counters;
         let offset = req.offset();
@@ -561,24 +574,35 @@ impl Driver {
                 req.set_served_from_cache(true);
                 req.complete(Ok(n))
             }
-            // Nothing cached at the offset, or the end of the file: the
-            // ring's read tells which.
+            // The end of the file (nothing cached is `EAGAIN`): the ring's
+            // read reports it as the stream expects.
             Ok(0) => {
                 Self::bump(&c.nowait_would_block, 1);
                 Some(req)
             }
             Ok(n) => {
-                Self::bump(&c.nowait_partial, 1);
                 Self::bump(&c.bytes, n as u64);
-                req.complete(Ok(n))
+                let rest = req.complete(Ok(n));
+                // No remainder: the read ended at a short last page.
+                Self::bump(
+                    if rest.is_some() {
+                        &c.nowait_partial
+                    } else {
+                        &c.nowait_full
+                    },
+                    1,
+                );
+                rest
             }
             Err(e) => {
                 match e.raw_os_error() {
                     Some(libc::EAGAIN) => Self::bump(&c.nowait_would_block, 1),
-                    // A kernel or file system without the flag: stop trying.
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
-                        self.nowait.store(false, Ordering::Relaxed)
-                    }
+                    // A kernel or file system that does not take the flag
+                    // for this file (FUSE, NFS, older tmpfs): stop trying it
+                    // on this file.
+                    Some(libc::EOPNOTSUPP) => file.inner.nowait.store(false, Ordering::Relaxed),
+                    // A kernel without `preadv2`: stop trying altogether.
+                    Some(libc::ENOSYS) => self.nowait.store(false, Ordering::Relaxed),
                     // Anything else: the ring's read reports it.
                     _ => {}
                 }

@@ -48,6 +48,9 @@ pub(crate) struct FileInner {
     pub(crate) align: usize,
     /// Kernel read-ahead was turned off ([`UringFile::disable_readahead`]).
     readahead_off: AtomicBool,
+    /// Buffered reads of this file are tried with `RWF_NOWAIT` first
+    /// (cleared when the file system refuses the flag).
+    pub(crate) nowait: AtomicBool,
 }
 
 impl FileInner {
@@ -147,6 +150,7 @@ impl UringFile {
                 direct: direct.is_some(),
                 align,
                 readahead_off: AtomicBool::new(false),
+                nowait: AtomicBool::new(true),
             }),
         })
     }

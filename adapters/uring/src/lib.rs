@@ -4,7 +4,10 @@
 //! io_uring operation the kernel performs straight into the pool's frames,
 //! submitted the moment the stream starts it, and completed by the thread
 //! that waits for it inside `io_uring_enter`, with no scheduler, `epoll` or
-//! task between a completion and the next submission.
+//! task between a completion and the next submission. A buffered read the
+//! OS page cache holds is copied by the thread that starts it instead
+//! (`preadv2(RWF_NOWAIT)`, the builders' `nowait`), and only what the cache
+//! does not hold goes to the ring.
 //!
 //! - [`UringRuntime`]: a one-future executor with its ring.
 //!   [`block_on`](UringRuntime::block_on) polls the future; when it waits,
@@ -12,8 +15,9 @@
 //!   memory), and when there are none it waits for one in the kernel,
 //!   submitting whatever is queued in the same system call. Wake-ups from
 //!   other threads end that wait through an `eventfd` the ring polls.
-//! - [`UringEngine`]: the engine (from [`UringRuntime::engine`]). A read is
-//!   a `READ` into adjacent frames or a `READV` with a buffer per frame
+//! - [`UringEngine`]: the engine (from [`UringRuntime::engine`]). A read the
+//!   ring takes is a `READ` into adjacent frames or a `READV` with a buffer
+//!   per frame
 //!   ([`op::ReadOp`]); a short read's remainder is submitted again as soon
 //!   as its completion is reaped. Reads complete on their own (an abandoned
 //!   stream never holds up another waiting for the same block:

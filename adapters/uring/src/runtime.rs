@@ -275,15 +275,17 @@ impl UringRuntime {
 
 /// Reads into the pool's frames through a [`UringRuntime`]'s ring: one
 /// `READ` (adjacent frames) or `READV` per request, straight into the
-/// frames, no copy, no thread. Get one from [`UringRuntime::engine`].
+/// frames, no copy, no thread; what the page cache holds of a buffered
+/// read is copied in `start_read` instead ([`UringBuilder::nowait`]). Get
+/// one from [`UringRuntime::engine`].
 ///
 /// A read started outside the runtime's [`block_on`](UringRuntime::block_on)
 /// (a stream polled by another executor) fails at once with an error saying
 /// so: nothing would ever reap it. Another executor *nested inside*
 /// `block_on` (`futures::executor::block_on(stream.next())` within the
-/// runtime's future) cannot be told apart from the runtime and hangs: its
-/// reads go to the ring, which only the outer `block_on` reaps. Await
-/// instead.
+/// runtime's future) cannot be told apart from the runtime and hangs on
+/// the first read the page cache does not hold: that read goes to the
+/// ring, which only the outer `block_on` reaps. Await instead.
 #[derive(Clone)]
 pub struct UringEngine {
     driver: Rc<Driver>,
@@ -334,7 +336,9 @@ impl IoEngine for UringEngine {
             drop(req.complete(Err(err)));
             return;
         }
-        self.driver.push(file, req);
+        if let Some(rest) = self.driver.read_cached(file, req) {
+            self.driver.push(file, rest);
+        }
     }
 
     fn name(&self) -> &'static str {

@@ -2,6 +2,11 @@
 //!
 //! # How reads complete
 //!
+//! A buffered read is first tried with `preadv2(RWF_NOWAIT)` in
+//! `start_read`: what the page cache holds is copied there, on the stream's
+//! thread, and never reaches the ring (its completion would wake the reaper
+//! on another worker). The rest goes to the ring.
+//!
 //! One ring per engine, shared by every task and thread that uses the
 //! engine (the driver's `sq`/`cq` locks are held only to push or take
 //! queue entries). A read is pushed and submitted (`io_uring_enter`) by the
@@ -44,7 +49,8 @@
 //! read submitted by a worker thread that has exited may end with the
 //! kernel's `EFAULT`: its blocks go back empty and are read again by
 //! whoever asks for them.) Reads started after that fail with an error
-//! saying the runtime is gone.
+//! saying the runtime is gone, except buffered reads the page cache holds
+//! whole, which are copied as before: they need no ring.
 
 use crate::driver::{Config, Driver, EngineStats};
 use crate::runtime::{DEFAULT_CQ_ENTRIES, DEFAULT_ENTRIES};
@@ -412,7 +418,9 @@ fn drop_panic(p: Box<dyn std::any::Any + Send>) {
 /// into the frames (an unaligned `O_DIRECT` remainder through a bounce
 /// buffer), submitted as the stream starts it, completed by the stream
 /// itself or by a reaper task woken through tokio's reactor (see the
-/// design notes in `src/tokio.rs`).
+/// design notes in `src/tokio.rs`). What the page cache holds of a buffered
+/// read is copied in `start_read` instead, on the stream's thread
+/// ([`UringTokioBuilder::nowait`]).
 ///
 /// A cheap handle (`Clone`, `Send`, `Sync`): clones share the ring, so one
 /// engine serves every task of a program; streams built with it are `Send`
@@ -498,6 +506,12 @@ impl IoEngine for UringTokioEngine {
 
     fn start_read(&self, file: &UringFile, req: ReadRequest) {
         let shared = &*self.shared;
+        // What the page cache holds is copied here, before the push below:
+        // it needs no ring and no reaper, and its hooks (which may panic)
+        // then run with nothing of the engine's held.
+        let Some(req) = shared.driver.read_cached(file, req) else {
+            return;
+        };
         // Dekker with the reaper's drop (flag, then `pushing`): either this
         // sees the flag cleared, or the drop waits for this push and then
         // finds the read in the table.

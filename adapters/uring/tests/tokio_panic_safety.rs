@@ -440,3 +440,55 @@ fn hook_panic_in_the_reapers_drop_leaves_no_read_behind() {
     assert_unchanged(other_seed, &held, "after the reaper's drop");
     drop(held);
 }
+
+/// A read's hook panics while the read is copied from the page cache in
+/// `start_read` (the engine's default inline `RWF_NOWAIT` attempt on a
+/// cached file): the panic reaches the polling task, the engine is left
+/// with nothing half-done, and the runtime shuts down (the reaper's drop
+/// waits for pushes in progress, of which there must be none left).
+#[test]
+fn hook_panic_in_an_inline_cached_read_lets_the_runtime_shut_down() {
+    let test = "hook_panic_in_an_inline_cached_read_lets_the_runtime_shut_down";
+    let rt = runtime(true);
+    let Some(engine) = engine_or_skip(test, &rt) else {
+        return;
+    };
+    let n = 64u64;
+    let f = StampedFile::new("inline-panic", n, BS);
+    std::fs::read(f.path()).expect("read the file into the page cache");
+    let file = open(f.path(), BS, false).expect("open");
+    let hooked = Hooked::new(
+        engine.clone(),
+        true,
+        Arc::new(|i, _| -> Option<Hook> {
+            (i == 2).then(|| -> Hook { Box::new(|_| panic_with_bad_payload()) })
+        }),
+    );
+    let pool = BufferPool::new(256, BS).expect("pool");
+    let task = {
+        let (pool, hooked, file) = (pool.clone(), hooked.clone(), file.clone());
+        rt.spawn(async move {
+            let mut s = ReadStream::builder(&pool, hooked, file)
+                .max_ios(4)
+                .io_combine_limit(4)
+                .build(source::forward(0..n))
+                .expect("build");
+            while let Some(page) = s.next().await {
+                page.expect("page");
+            }
+        })
+    };
+    let err = rt
+        .block_on(task)
+        .expect_err("the hook's panic did not reach the polling task");
+    assert!(err.is_panic(), "{err}");
+    expect_bad_payload(err.into_panic(), test);
+    let st = engine.stats();
+    assert!(
+        st.nowait_full >= 2,
+        "the reads were not copied inline: {st:?}"
+    );
+    within_watchdog(test, move || drop(rt));
+    assert_eq!(engine.in_flight(), 0);
+    assert_idle(&pool, test);
+}

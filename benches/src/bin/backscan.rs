@@ -90,8 +90,8 @@ options:
   --max-ios N         reads in flight at most (default 16; 64 for a URL)
   --pool-frames N     buffer pool frames (default 16384)
   --block-size SIZE   block size (default 8KiB)
-  --ring SIZE|auto|off  ring (default auto: 256KiB when the file is larger
-                      than a quarter of the pool, as seqscan)
+  --ring SIZE|auto|off  ring (default auto: PostgreSQL 18's BULKREAD ring when
+                      the file is larger than a quarter of the pool, as seqscan)
   --threads N         I/O threads (default 16)
   --nowait on|off     inline RWF_NOWAIT attempt for buffered reads (default on)
   --json              one JSON object per row (limit x direction x combining

@@ -92,16 +92,17 @@ options:
   --pool-frames N     buffer pool frames for cold/warm runs (default 16384;
                       hot uses a pool holding the whole file)
   --block-size SIZE   block size (default 8KiB)
-  --ring SIZE|auto|off  ring for cold/warm scans (default auto: 256KiB when the
-                      file is larger than a quarter of the pool)
+  --ring SIZE|auto|off  ring for cold/warm scans (default auto: PostgreSQL 18's
+                      BULKREAD ring, 256KiB plus max-ios reads, when the file
+                      is larger than a quarter of the pool)
   --baseline-buffer SIZE  read-loop buffer (default 128KiB)
   --no-read-loop      skip the read-loop baseline in warm runs
   --prefetch on|off|both  page prefetch when a page is handed out (default:
                       hot runs both, one after the other; cold/warm off)
   --no-memory-loop    skip the in-memory baseline in hot runs
   --repeat N          runs of each mode (default 1; with more, medians)
-  --nowait on|off     threadpool: inline RWF_NOWAIT attempt for buffered reads
-                      (default on)
+  --nowait on|off     threadpool, uring, uring-tokio: inline RWF_NOWAIT attempt
+                      for buffered reads (default on)
   --threads N         threadpool: I/O threads (default 16)
   --cached-depth N    threadpool: cached reads in flight per stream, shared
                       with the cached-read helper thread (default 6 with 2+
@@ -117,7 +118,7 @@ object URLs (--file s3://bucket/key or http(s)://host/path):
   every block from the server into an empty pool); cold and warm are OS page
   cache states, which an object is not read through: an error, as are
   --direct and --create. No read-loop or memory-loop baseline (they read a
-  local file). --nowait, --threads and --cached-depth (threadpool settings)
+  local file). --nowait, --threads and --cached-depth (local engine settings)
   and --size (a file to create) are not used.";
 
 /// The cache states seqscan measures (`--cache all`).
@@ -617,7 +618,7 @@ impl<E: Env> OnRuntime<'_, E> {
         pool: &BufferPool,
         ring: Option<RingSize>,
         prefetch: bool,
-    ) -> io::Result<(Checksum, f64, StreamStats)> {
+    ) -> io::Result<(Checksum, f64, StreamStats, usize)> {
         let file = self.open().await?;
         let o = &self.sh.o;
         let mut stream = ReadStream::builder(pool, self.env.engine(), file)
@@ -634,20 +635,20 @@ impl<E: Env> OnRuntime<'_, E> {
             ck.add(page.block(), &page);
         }
         let secs = start.elapsed().as_secs_f64();
-        Ok((ck, secs, stream.close().await))
+        // The ring's frames at the end (it grows past its first size when
+        // the look-ahead is deeper), 0 without one.
+        let ring_frames = stream.ring_len().unwrap_or(0);
+        Ok((ck, secs, stream.close().await, ring_frames))
     }
 
     /// Cold or warm stream run.
     async fn scan_run(&self, mode: Cache, rep: usize, resident: f64) -> io::Result<Run> {
         let o = &self.sh.o;
         let frames = o.pool_frames.unwrap_or(16384);
-        let (ring, ring_frames) = match o.ring {
-            None if self.sh.nblocks > frames as u64 / 4 => (
-                Some(RingSize::BULKREAD),
-                ((256 << 10) / o.block_size).max(1),
-            ),
-            None | Some(0) => (None, 0),
-            Some(b) => (Some(RingSize::Bytes(b)), b.div_ceil(o.block_size)),
+        let ring = match o.ring {
+            None if self.sh.nblocks > frames as u64 / 4 => Some(RingSize::BULKREAD),
+            None | Some(0) => None,
+            Some(b) => Some(RingSize::Bytes(b)),
         };
         // Without a ring the scan fills every frame: map them now, outside
         // the timing, as a long-lived pool would be (a ring maps its few
@@ -659,7 +660,7 @@ impl<E: Env> OnRuntime<'_, E> {
             .build()
             .map_err(io::Error::from)?;
         let before = self.env.engine_counters();
-        let (ck, secs, st) = self.stream_scan(&pool, ring, o.prefetch[0]).await?;
+        let (ck, secs, st, ring_frames) = self.stream_scan(&pool, ring, o.prefetch[0]).await?;
         let eng = self.env.engine_counters().since(&before);
         let mut run = self.stream_run(mode, rep, resident, ck, secs, st, eng, frames, ring_frames);
         let ps = pool.stats();
@@ -683,7 +684,11 @@ impl<E: Env> OnRuntime<'_, E> {
         Run {
             runtime: self.rt.name(),
             direct: self.direct,
-            nowait: self.rt == Runtime::ThreadPool && self.sh.o.nowait && !self.direct,
+            nowait: matches!(
+                self.rt,
+                Runtime::ThreadPool | Runtime::Uring | Runtime::UringTokio
+            ) && self.sh.o.nowait
+                && !self.direct,
             mode,
             rep,
             pages: ck.pages,
@@ -728,7 +733,7 @@ impl<E: Env> OnRuntime<'_, E> {
         if self.hot.is_none() {
             let pool = BufferPool::new(frames, self.sh.o.block_size).map_err(io::Error::from)?;
             // Fill it: one scan, no ring.
-            let (_, _, st) = self.stream_scan(&pool, None, false).await?;
+            let (_, _, st, _) = self.stream_scan(&pool, None, false).await?;
             if st.pages != nblocks {
                 return Err(io::Error::other("prewarm scan ended early"));
             }
@@ -737,7 +742,7 @@ impl<E: Env> OnRuntime<'_, E> {
         let pool = self.hot.clone().expect("hot pool");
         let resident = self.sh.resident()?;
         let before = self.env.engine_counters();
-        let (ck, secs, st) = self.stream_scan(&pool, None, prefetch).await?;
+        let (ck, secs, st, _) = self.stream_scan(&pool, None, prefetch).await?;
         let eng = self.env.engine_counters().since(&before);
         if st.blocks_read != 0 {
             return Err(io::Error::other(format!(

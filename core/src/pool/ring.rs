@@ -41,9 +41,10 @@ pub enum RingSize {
 impl RingSize {
     /// PostgreSQL 18's BULKREAD ring: 256 KiB plus room for the stream's
     /// `max_ios` reads of `io_combine_limit` blocks (2.25 MiB at the
-    /// defaults and 8 KiB blocks). Like every ring, at most the stream's pin
-    /// budget plus one read, and at most the pool. `RingSize::Bytes(256 *
-    /// 1024)` is PostgreSQL 16's.
+    /// defaults and 8 KiB blocks), but no more than the stream's pin budget
+    /// plus one read (the most its look-ahead can pin), never less than
+    /// 256 KiB, and at most the pool. `RingSize::Bytes(256 * 1024)` is
+    /// PostgreSQL 16's.
     pub const BULKREAD: RingSize = RingSize::BulkRead;
 
     /// Frames the ring starts with, for a stream of `block_size` blocks
