@@ -382,16 +382,7 @@ impl Shared {
     }
 
     fn make_warm(&self) -> io::Result<f64> {
-        cache::warm(self.plain()?)?;
-        let resident = cache::resident_fraction(self.plain()?)?;
-        if resident < 0.99 {
-            return Err(io::Error::other(format!(
-                "cannot keep {} warm: only {:.1}% of it stays in the page cache",
-                self.path.display(),
-                resident * 100.0
-            )));
-        }
-        Ok(resident)
+        cache::make_warm(self.plain()?, &self.path)
     }
 
     /// The hot baseline: the same checksum over the file's pages held in

@@ -423,16 +423,7 @@ impl Relation {
     fn make_warm(&self) -> io::Result<f64> {
         let mut resident = 0.0;
         for (f, p) in self.plain.iter().zip(&self.paths) {
-            cache::warm(f)?;
-            let r = cache::resident_fraction(f)?;
-            if r < 0.99 && f.metadata()?.len() > 0 {
-                return Err(io::Error::other(format!(
-                    "cannot keep {} warm: only {:.1}% of it stays in the page cache",
-                    p.display(),
-                    r * 100.0
-                )));
-            }
-            resident += r;
+            resident += cache::make_warm(f, p)?;
         }
         Ok(resident / self.plain.len() as f64)
     }
