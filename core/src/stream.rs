@@ -401,25 +401,13 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             Some(RingSize::Frames(0)) | Some(RingSize::Bytes(0)) => {
                 return Err(BuildError::Zero { what: "ring size" })
             }
-            Some(r) => {
-                let max_len = ((max_ios + 1) * combine + combine).min(pool.nframes);
-                Some(Ring::new(
-                    match r {
-                        // Room for the look-ahead, but no more than it can
-                        // pin, and never under PostgreSQL 16's 256 KiB.
-                        RingSize::BulkRead => r
-                            .frames(pool.block_size, max_ios, combine)
-                            .min(max_len)
-                            .max(RingSize::Bytes(256 * 1024).frames(pool.block_size, 0, 0))
-                            .min(pool.nframes),
-                        _ => r
-                            .frames(pool.block_size, max_ios, combine)
-                            .min(pool.nframes),
-                    },
-                    max_len,
-                    combine,
-                ))
-            }
+            Some(r) => Some(Ring::for_stream(
+                r,
+                pool.block_size,
+                max_ios,
+                combine,
+                pool.nframes,
+            )),
         };
         let count = self
             .file

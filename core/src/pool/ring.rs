@@ -48,13 +48,27 @@ impl RingSize {
     pub const BULKREAD: RingSize = RingSize::BulkRead;
 
     /// Frames the ring starts with, for a stream of `block_size` blocks
-    /// that keeps up to `max_ios` reads of `combine` blocks in flight.
-    pub(crate) fn frames(self, block_size: usize, max_ios: usize, combine: usize) -> usize {
+    /// that keeps up to `max_ios` reads of `combine` blocks in flight and
+    /// whose ring may grow to `max_len` frames, in a pool of `nframes`.
+    fn frames(
+        self,
+        block_size: usize,
+        max_ios: usize,
+        combine: usize,
+        max_len: usize,
+        nframes: usize,
+    ) -> usize {
+        let bytes = |b: usize| b.div_ceil(block_size);
         match self {
             RingSize::Frames(n) => n,
-            RingSize::Bytes(b) => b.div_ceil(block_size),
-            RingSize::BulkRead => (256 * 1024usize).div_ceil(block_size) + max_ios * combine,
+            RingSize::Bytes(b) => bytes(b),
+            // Room for the look-ahead, but no more than it can pin, and
+            // never under PostgreSQL 16's 256 KiB.
+            RingSize::BulkRead => (bytes(256 * 1024) + max_ios * combine)
+                .min(max_len)
+                .max(bytes(256 * 1024)),
         }
+        .min(nframes)
         .max(1)
     }
 }
@@ -87,6 +101,25 @@ impl Ring {
             reuses: 0,
             evictions: 0,
         }
+    }
+
+    /// The ring of a stream that keeps up to `max_ios` reads of `combine`
+    /// blocks of `block_size` in flight, in a pool of `nframes`: `size`
+    /// frames to start with, growing to at most the stream's pin budget
+    /// plus one read.
+    pub(crate) fn for_stream(
+        size: RingSize,
+        block_size: usize,
+        max_ios: usize,
+        combine: usize,
+        nframes: usize,
+    ) -> Self {
+        let max_len = ((max_ios + 1) * combine + combine).min(nframes);
+        Ring::new(
+            size.frames(block_size, max_ios, combine, max_len, nframes),
+            max_len,
+            combine,
+        )
     }
 
     /// Reuses counted locally before they are added to the pool's counters.
