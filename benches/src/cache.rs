@@ -15,7 +15,8 @@ pub enum Cache {
     /// Evicted from the OS page cache ([`make_cold`], checked with
     /// `mincore`).
     Cold,
-    /// In the OS page cache (read once first, checked).
+    /// In the OS page cache ([`make_warm`]: evicted, then read whole in
+    /// order, checked).
     Warm,
     /// In pagestream's buffer pool: a first scan fills a pool holding every
     /// block, the timed second one must read nothing (a program without a
@@ -144,10 +145,12 @@ pub fn resident_fraction(file: &File) -> io::Result<f64> {
 }
 
 /// Makes `file` (found at `path`, named in errors) warm from a known state:
-/// evicted first ([`make_cold`]), then read whole in order ([`warm`]), so
-/// that the kernel's read-ahead caches it in large folios whatever cached
-/// it before, and checks that at least 99% stays resident; returns the
-/// fraction resident.
+/// evicted first where it can be ([`evict`], best effort: a file on tmpfs,
+/// or mapped or locked by another process, stays cached, and its state is
+/// then what it is), then read whole in order ([`warm`]), so that the
+/// kernel's read-ahead caches it in large folios whatever cached it before;
+/// checks that at least 99% stays resident and returns the fraction
+/// resident.
 ///
 /// What earlier runs leave in the page cache changes how fast it is
 /// copied from: the same 1 GiB file, wholly resident either way, was
@@ -156,8 +159,14 @@ pub fn resident_fraction(file: &File) -> io::Result<f64> {
 /// after one sequential read (`seqscan --cache warm` over two copies of the
 /// file, 5 interleaved rounds). Warm runs start from the same state.
 pub fn make_warm(file: &File, path: &Path) -> io::Result<f64> {
-    make_cold(file, path)?;
-    warm(file)?;
+    // Not `make_cold`: a file that cannot be evicted can still be warm.
+    let _ = evict(file);
+    warm(file).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot read {} to warm it: {e}", path.display()),
+        )
+    })?;
     let resident = resident_fraction(file)?;
     if resident < 0.99 && file.metadata()?.len() > 0 {
         return Err(io::Error::other(format!(

@@ -16,8 +16,8 @@
 //!   (`random`: all blocks once, seeded Fisher–Yates; `bitmap:D`:
 //!   `round(D × blocks)` seeded distinct blocks, ascending).
 //! - **Cache**: `cold` = `fsync` + `POSIX_FADV_DONTNEED` with a `mincore`
-//!   check that at most 1% stays resident; `warm` = read once, checked
-//!   resident; `hot` = pagestream's pool holds the pattern's blocks (filled
+//!   check that at most 1% stays resident; `warm` = evicted, then read
+//!   whole in order, checked resident; `hot` = pagestream's pool holds the pattern's blocks (filled
 //!   by an untimed pass, the timed pass must read nothing); baselines have no
 //!   pool, so hot is the OS page cache for them.
 //! - **Timing**: from the first read to the last page checksummed, in the

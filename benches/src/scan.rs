@@ -2,7 +2,7 @@
 //!
 //! [`run_scan`] prepares the page cache the way the scan programs do
 //! (`cold`: `fsync` + `POSIX_FADV_DONTNEED`, checked with `mincore`; `warm`:
-//! read once, checked resident; `hot`: pagestream's pool holds every block
+//! evicted, then read whole in order, checked resident; `hot`: pagestream's pool holds every block
 //! of the pattern) and times one pass over the pattern's blocks with the
 //! chosen engine, checksumming every page with the scan programs' order-independent
 //! checksum. Engines are started before the timing (a warm-up read through

@@ -111,7 +111,7 @@ pub(crate) struct Config {
     pub(crate) coop_taskrun: bool,
     pub(crate) defer_taskrun: bool,
     /// Try a buffered read with `preadv2(RWF_NOWAIT)` on the starting
-    /// thread before it goes to the ring ([`Driver::push`]).
+    /// thread before it goes to the ring ([`Driver::read_cached`]).
     pub(crate) nowait: bool,
 }
 
@@ -582,17 +582,21 @@ impl Driver {
             }
             Ok(n) => {
                 Self::bump(&c.bytes, n as u64);
-                let rest = req.complete(Ok(n));
-                // No remainder: the read ended at a short last page.
-                Self::bump(
-                    if rest.is_some() {
-                        &c.nowait_partial
-                    } else {
-                        &c.nowait_full
-                    },
-                    1,
-                );
-                rest
+                // Cached, unless a remainder is left for the ring: without
+                // one, the read ended at the file's short last page and
+                // never waited for the device.
+                req.set_served_from_cache(true);
+                match req.complete(Ok(n)) {
+                    Some(mut rest) => {
+                        rest.set_served_from_cache(false);
+                        Self::bump(&c.nowait_partial, 1);
+                        Some(rest)
+                    }
+                    None => {
+                        Self::bump(&c.nowait_full, 1);
+                        None
+                    }
+                }
             }
             Err(e) => {
                 match e.raw_os_error() {

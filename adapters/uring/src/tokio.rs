@@ -249,7 +249,8 @@ struct Shared {
     /// help and to tell it the engine is gone.
     reaper: Mutex<Option<Waker>>,
     /// Cleared when the reaper is dropped (its runtime shut down): reads
-    /// started after that fail.
+    /// started after that fail, except buffered ones the page cache holds
+    /// whole, which are copied as they start and need no reaper.
     reaper_alive: AtomicBool,
     /// `start_read`s between their look at `reaper_alive` and the end of
     /// their push: the reaper's drop waits for none to be left before it

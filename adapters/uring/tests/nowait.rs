@@ -88,6 +88,54 @@ fn cached_reads_never_reach_the_ring() {
     assert_eq!(st.reads, 0, "a cached read went to the ring: {st:?}");
 }
 
+/// A cached file that ends in a partial block, read with a short last
+/// page: the last read is copied short, ends the request, and counts as
+/// served from the page cache like the others (the stream's look-ahead
+/// hears that no read waited for the device).
+#[test]
+fn a_cached_short_last_page_is_a_cached_read() {
+    let Some(rt) = runtime_or_skip("a_cached_short_last_page_is_a_cached_read") else {
+        return;
+    };
+    let (n, tail) = (40u64, 1000);
+    let f = StampedFile::with_tail("nowait-short", n, BS, tail);
+    let mut all = Vec::new();
+    std::fs::File::open(f.path())
+        .and_then(|mut h| h.read_to_end(&mut all))
+        .expect("read the file into the page cache");
+    let file = UringFile::open(f.path()).expect("open");
+    let pool = BufferPool::new(256, BS).expect("pool");
+    let st = rt.block_on(async {
+        let mut s = ReadStream::builder(&pool, rt.engine(), file.clone())
+            .io_combine_limit(COMBINE)
+            .short_last_page(true)
+            .build(source::forward(0..n + 1))
+            .expect("build");
+        let mut last = 0;
+        while let Some(page) = s.next().await {
+            let page = page.expect("page");
+            let want = stamp::page(f.seed(), page.block(), BS);
+            let len = if page.block() == n { tail } else { BS };
+            assert_eq!(page.len(), len, "block {}", page.block());
+            assert!(
+                page[..] == want[..len],
+                "block {} came back wrong",
+                page.block()
+            );
+            last = page.block();
+        }
+        assert_eq!(last, n, "the short last page was not handed out");
+        s.close().await
+    });
+    let es = rt.stats();
+    assert_eq!(es.reads, 0, "a cached read went to the ring: {es:?}");
+    assert_eq!(es.nowait_full, st.reads, "{es:?}");
+    assert_eq!(
+        st.cached_reads, st.reads,
+        "a cached read counted as one that waited: {st}"
+    );
+}
+
 #[test]
 fn a_partly_cached_read_is_finished_by_the_ring() {
     let Some(rt) = runtime_or_skip("a_partly_cached_read_is_finished_by_the_ring") else {

@@ -74,8 +74,12 @@ impl IoEngine for PanickingHooks {
 /// their payloads do). Returns the reads that were in flight, and the most
 /// frames a hook saw still being read.
 fn drop_runtime_with_panicking_reads(pool: &BufferPool, file: &UringFile) -> (usize, usize) {
+    // Every buffered read in the ring: after an eviction, the kernel's
+    // read-ahead behind one read may cache the next one's blocks before it
+    // starts, and a cached read would be copied as it starts.
     let rt = UringRuntime::builder()
         .entries(2 * READS as u32)
+        .nowait(false)
         .build()
         .expect("runtime");
     let engine = PanickingHooks {

@@ -146,8 +146,12 @@ fn shutdown_with_reads_in_flight(test: &str, multi: bool, how: Shutdown) {
         };
         let engine = engine_on(&rt);
         start_reads_in_a_task(&rt, &engine, &pool, &file);
+        // A buffered read the page cache already holds (the kernel's
+        // read-ahead behind an earlier read may have brought its blocks in)
+        // is copied as it starts and never reaches the ring.
+        let started = engine.stats();
         assert_eq!(
-            engine.stats().reads,
+            started.reads + started.nowait_full,
             READS as u64,
             "{what}: not every read was started"
         );

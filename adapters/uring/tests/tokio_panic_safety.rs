@@ -13,8 +13,8 @@ mod common;
 
 use common::on_tokio::{
     assert_unchanged, engine_on, engine_or_skip, expect_bad_payload, hold_pages,
-    hold_pages_elsewhere, in_help, ring_engine_or_skip, runtime, scan_checked, within_watchdog,
-    BadPayload, Hook, HookFactory, Hooked,
+    hold_pages_elsewhere, in_help, ring_engine_on, ring_engine_or_skip, runtime, scan_checked,
+    within_watchdog, BadPayload, Hook, HookFactory, Hooked,
 };
 use common::{assert_idle, evict, one_read_stream, open, poll_once, stamped};
 use futures::StreamExt;
@@ -355,7 +355,7 @@ fn hook_panic_in_driver_drop_frees_no_frame_under_the_kernel() {
         let reading_seen = Arc::new(AtomicUsize::new(0));
         let ran = Arc::new(AtomicUsize::new(0));
         let hooked = Hooked::new(
-            engine_on(&r1),
+            ring_engine_on(&r1),
             false,
             armed_panics(&pool, &armed, &reading_seen, &ran),
         );

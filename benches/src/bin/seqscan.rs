@@ -20,7 +20,8 @@
 //! - **cold**: the file is fsynced and evicted from the OS page cache
 //!   (`POSIX_FADV_DONTNEED`); residency is checked with `mincore` and the run
 //!   refused if more than 1% is resident.
-//! - **warm**: the file is read once first (page cache), then scanned; a
+//! - **warm**: the file is evicted, then read whole in order into the page
+//!   cache (checked resident), then scanned; a
 //!   plain `read` loop over 128 KiB buffers (`read-loop` row) runs beside it,
 //!   alternating which goes first.
 //! - **hot**: a pool holding the whole file is filled by one scan, then

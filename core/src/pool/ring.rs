@@ -18,10 +18,10 @@
 //! ring: 256 KiB plus room for `max_ios` reads of `io_combine_limit`
 //! blocks, which is about the most a stream's look-ahead pins, so it seldom
 //! grows. A warm scan, which keeps a read or a few ahead, then still
-//! recycles about 2 MiB rather than 256 KiB, and ran faster so on every
-//! engine measured (PostgreSQL 16's 256 KiB made the io_uring engines, which
-//! copy cached reads on the consumer's thread, up to a third slower). The
-//! measurements behind these choices are in `docs/engines.md`.
+//! recycles about 2 MiB rather than 256 KiB; measured, that was faster on
+//! most engines and slower on none (PostgreSQL 16's 256 KiB cost up to a
+//! quarter). The measurements behind these choices are in
+//! `docs/engines.md`.
 
 const EMPTY_SLOT: u32 = u32::MAX;
 

@@ -93,6 +93,18 @@ pub fn engine_on(rt: &Runtime) -> UringTokioEngine {
         .expect("UringTokioEngine")
 }
 
+/// [`engine_on`] with the inline `RWF_NOWAIT` attempt off, for tests that
+/// need every buffered read in the ring: after an eviction, the kernel's
+/// read-ahead behind one read may cache the next one's blocks before it
+/// starts, and a cached read is copied as it starts.
+pub fn ring_engine_on(rt: &Runtime) -> UringTokioEngine {
+    UringTokioEngine::builder()
+        .nowait(false)
+        .handle(rt.handle().clone())
+        .build()
+        .expect("UringTokioEngine")
+}
+
 /// Whether io_uring works here; if not, the test named `test` is skipped
 /// (or fails under `CI=true`).
 pub fn io_uring_or_skip(test: &str) -> bool {

@@ -16,9 +16,10 @@
 //! exit code 1.
 //!
 //! Cache modes as in `seqscan`: `cold` evicts every segment from the OS page
-//! cache first, `warm` reads them into it first, `hot` fills a pool holding
-//! the whole relation with one scan and times a second, which must read
-//! nothing; `none` (the default) scans the files as they are.
+//! cache first, `warm` evicts them and reads them whole into it first,
+//! `hot` fills a pool holding the whole relation with one scan and times a
+//! second, which must read nothing; `none` (the default) scans the files as
+//! they are.
 //!
 //! PATH may be an object URL instead (`s3://bucket/base/5/16384`,
 //! `http(s)://host/base/5/16384`): the relation is read straight from the
@@ -413,19 +414,24 @@ impl Relation {
     }
 
     fn make_cold(&self) -> io::Result<f64> {
-        let mut resident = 0.0;
-        for (f, p) in self.plain.iter().zip(&self.paths) {
-            resident += cache::make_cold(f, p)?;
-        }
-        Ok(resident / self.plain.len() as f64)
+        self.by_bytes(cache::make_cold)
     }
 
     fn make_warm(&self) -> io::Result<f64> {
-        let mut resident = 0.0;
-        for (f, p) in self.plain.iter().zip(&self.paths) {
-            resident += cache::make_warm(f, p)?;
+        self.by_bytes(cache::make_warm)
+    }
+
+    /// `f`'s fraction for each segment file, weighted by the segment's
+    /// size: the fraction of the relation's bytes (0 for objects, and for
+    /// an empty relation).
+    fn by_bytes(&self, f: impl Fn(&File, &Path) -> io::Result<f64>) -> io::Result<f64> {
+        let (mut part, mut total) = (0.0, 0.0);
+        for (file, p) in self.plain.iter().zip(&self.paths) {
+            let len = file.metadata().map_err(|e| named(p, e))?.len() as f64;
+            part += f(file, p)? * len;
+            total += len;
         }
-        Ok(resident / self.plain.len() as f64)
+        Ok(if total > 0.0 { part / total } else { 0.0 })
     }
 
     /// Every page of the relation in one buffer.
@@ -469,14 +475,7 @@ impl Relation {
 
     /// The fraction of the relation in the OS page cache (0 for objects).
     fn resident(&self) -> io::Result<f64> {
-        if self.plain.is_empty() {
-            return Ok(0.0);
-        }
-        let mut resident = 0.0;
-        for f in &self.plain {
-            resident += cache::resident_fraction(f)?;
-        }
-        Ok(resident / self.plain.len() as f64)
+        self.by_bytes(|f, _| cache::resident_fraction(f))
     }
 }
 
