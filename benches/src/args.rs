@@ -172,6 +172,37 @@ pub fn parse_ring(s: &str) -> Result<Option<usize>, String> {
     }
 }
 
+/// Parses `--yield-budget`: `auto`, `off` (never yield for the budget), a
+/// time (`200us`, `1ms`) or a count of items (`64`).
+pub fn parse_yield_budget(s: &str) -> Result<pagestream::YieldBudget, String> {
+    use pagestream::YieldBudget;
+    use std::time::Duration;
+    let bad = || format!("{s:?}: expected auto, off, a time (200us, 1ms) or a count of items");
+    let time = |digits: &str, unit: u64| -> Result<YieldBudget, String> {
+        let v: u64 = digits.parse().map_err(|_| bad())?;
+        match v.checked_mul(unit) {
+            Some(0) | None => Err(bad()),
+            Some(us) => Ok(YieldBudget::Time(Duration::from_micros(us))),
+        }
+    };
+    match s {
+        "auto" => Ok(YieldBudget::Auto),
+        "off" => Ok(YieldBudget::Unlimited),
+        _ => {
+            if let Some(d) = s.strip_suffix("us") {
+                time(d, 1)
+            } else if let Some(d) = s.strip_suffix("ms") {
+                time(d, 1000)
+            } else {
+                match s.parse::<usize>() {
+                    Ok(0) | Err(_) => Err(bad()),
+                    Ok(n) => Ok(YieldBudget::Items(n)),
+                }
+            }
+        }
+    }
+}
+
 /// Parses `on` or `off`.
 pub fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
@@ -299,6 +330,22 @@ pub fn format_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yield_budgets() {
+        use pagestream::YieldBudget;
+        use std::time::Duration;
+        assert_eq!(parse_yield_budget("auto"), Ok(YieldBudget::Auto));
+        assert_eq!(parse_yield_budget("off"), Ok(YieldBudget::Unlimited));
+        let t = |us| Ok(YieldBudget::Time(Duration::from_micros(us)));
+        assert_eq!(parse_yield_budget("200us"), t(200));
+        assert_eq!(parse_yield_budget("2ms"), t(2000));
+        assert_eq!(parse_yield_budget("64"), Ok(YieldBudget::Items(64)));
+        for bad in ["0", "0us", "0ms", "ms", "-1", "1s", "fast"] {
+            let e = parse_yield_budget(bad).expect_err(bad);
+            assert!(e.contains(bad), "{e}");
+        }
+    }
 
     #[test]
     fn sizes() {

@@ -149,7 +149,8 @@ pub fn resident_fraction(file: &File) -> io::Result<f64> {
 /// or mapped or locked by another process, stays cached, and its state is
 /// then what it is), then read whole in order ([`warm`]), so that the
 /// kernel's read-ahead caches it in large folios whatever cached it before;
-/// checks that at least 99% stays resident and returns the fraction
+/// checks that at least 99% stays resident (reading it again, up to
+/// [`WARM_ATTEMPTS`] reads in all, if not) and returns the fraction
 /// resident.
 ///
 /// What earlier runs leave in the page cache changes how fast it is
@@ -161,22 +162,31 @@ pub fn resident_fraction(file: &File) -> io::Result<f64> {
 pub fn make_warm(file: &File, path: &Path) -> io::Result<f64> {
     // Not `make_cold`: a file that cannot be evicted can still be warm.
     let _ = evict(file);
-    warm(file).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot read {} to warm it: {e}", path.display()),
-        )
-    })?;
-    let resident = resident_fraction(file)?;
-    if resident < 0.99 && file.metadata()?.len() > 0 {
-        return Err(io::Error::other(format!(
-            "cannot keep {} warm: only {:.1}% of it stays in the page cache",
-            path.display(),
-            resident * 100.0
-        )));
+    let mut resident = 0.0;
+    // Memory pressure, or a proactive reclaimer (DAMON's `pageout`), may
+    // take pages back right after they were read: read again, then give up.
+    for _ in 0..WARM_ATTEMPTS {
+        warm(file).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot read {} to warm it: {e}", path.display()),
+            )
+        })?;
+        resident = resident_fraction(file)?;
+        if resident >= 0.99 || file.metadata()?.len() == 0 {
+            return Ok(resident);
+        }
     }
-    Ok(resident)
+    Err(io::Error::other(format!(
+        "cannot keep {} warm: only {:.1}% of it stays in the page cache after reading it \
+         {WARM_ATTEMPTS} times (memory pressure?)",
+        path.display(),
+        resident * 100.0
+    )))
 }
+
+/// Whole reads [`make_warm`] makes before it gives up.
+const WARM_ATTEMPTS: usize = 3;
 
 /// Reads all of `file` from the start with 128 KiB `read`s (to bring it into
 /// the page cache). Returns the bytes read.

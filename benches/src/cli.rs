@@ -1,7 +1,8 @@
 //! The command line: `scan` and `report`.
 
 use crate::args::{
-    self, check_block_size, number, parse_block_size, parse_on_off, List, UsageError,
+    self, check_block_size, number, parse_block_size, parse_on_off, parse_yield_budget, List,
+    UsageError,
 };
 use crate::data::FileArgs;
 use crate::object::{combine_for, max_ios_for, not_for_url, NO_CREATE};
@@ -62,6 +63,9 @@ scan: one configuration, --repeat times.
                      threadpool-tokio and tokio-io-uring (default 2)
   --fixed-buffers    uring, uring-tokio: register the pool as io_uring fixed
                      buffers (reads into it become READ_FIXED)
+  --yield-budget B   pagestream: the stream's yield budget: auto (default;
+                     200us, 1ms on tokio's multi-thread runtime), off, a
+                     time (200us, 1ms) or a count of items
   --seed N           seed of random and bitmap (default 1)
   --repeat N         runs (default 1)
   --json             one JSON object per run on stdout, no progress bars
@@ -190,6 +194,8 @@ struct ScanArgs {
     workers: usize,
     #[arg(long = "fixed-buffers")]
     fixed_buffers: bool,
+    #[arg(long = "yield-budget", default_value = "auto", value_parser = parse_yield_budget)]
+    yield_budget: pagestream::YieldBudget,
     #[arg(long, default_value = "1", value_parser = number::<u64>)]
     seed: u64,
     #[arg(long, default_value = "1", value_parser = number::<usize>)]
@@ -250,6 +256,7 @@ impl ScanArgs {
                 nowait: a.nowait,
                 workers: a.workers,
                 fixed_buffers: a.fixed_buffers,
+                yield_budget: a.yield_budget,
             },
             file: a.data.file,
             create: a.data.create,

@@ -272,6 +272,7 @@ fn cfg(engine: Engine, pattern: Pattern, cache: Cache) -> ScanConfig {
         nowait: true,
         workers: pagestream_runtimes::TOKIO_WORKERS,
         fixed_buffers: false,
+        yield_budget: pagestream::YieldBudget::DEFAULT,
     }
 }
 

@@ -31,7 +31,7 @@ use crate::pattern::Pattern;
 use crate::timing::mib_per_s;
 use crate::{baselines, fio, tokio_io_uring};
 use futures::StreamExt;
-use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats};
+use pagestream::{source, BlockSource, BufferPool, ReadStream, RingSize, StreamStats, YieldBudget};
 use pagestream_runtimes::{Env, FileOptions, Runtime, SendEnv, SpawnWorkload, Workload};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -267,6 +267,9 @@ pub struct ScanConfig {
     /// io_uring fixed buffers (`register_pool`; reads into it are then
     /// `READ_FIXED`s). Off by default.
     pub fixed_buffers: bool,
+    /// pagestream: the stream's yield budget (`StreamBuilder::yield_budget`;
+    /// default `YieldBudget::Auto`).
+    pub yield_budget: YieldBudget,
 }
 
 /// The file a scan reads.
@@ -597,6 +600,7 @@ impl RunResult {
         }
         if c.engine.is_pagestream() {
             m.insert("spawned".into(), json!(c.engine.spawned()));
+            m.insert("yield_budget".into(), json!(format_budget(c.yield_budget)));
         }
         m.insert("resident_before".into(), json!(self.resident_before));
         m.insert("cpu_seconds".into(), json!(self.cpu_seconds));
@@ -928,6 +932,7 @@ impl StreamScan {
             .ring(ring)
             .backward_combining(c.backward_combining)
             .full(c.full)
+            .yield_budget(c.yield_budget)
             .build(src)
             .map_err(io::Error::from)?;
         let timer = Timer::start(&self.target);
@@ -1065,5 +1070,16 @@ impl SpawnWorkload for StreamScan {
 
     async fn run<E: SendEnv>(self, env: E) -> io::Result<RunResult> {
         self.scan::<E, BlockingOpen>(&env).await
+    }
+}
+
+/// A yield budget as `--yield-budget` takes it: `auto`, `off`, a time in
+/// µs (`200us`) or a count of items (`64`).
+pub fn format_budget(b: YieldBudget) -> String {
+    match b {
+        YieldBudget::Items(n) => n.to_string(),
+        YieldBudget::Time(d) => format!("{}us", d.as_micros()),
+        YieldBudget::Unlimited => "off".into(),
+        _ => "auto".into(),
     }
 }

@@ -50,19 +50,45 @@ pub enum YieldBudget {
     Time(Duration),
     /// Never yield for the budget: only a wait for I/O returns `Pending`.
     Unlimited,
+    /// The default: a [`Time`](YieldBudget::Time) budget chosen at the
+    /// stream's first poll by what a yield costs where it runs.
+    /// [`YieldBudget::AUTO_TIME`] (200 µs) on a single thread, where a
+    /// yield costs about 100 ns; [`YieldBudget::AUTO_TIME_MULTI_THREAD`]
+    /// (1 ms) on tokio's multi-thread runtime (with the `tokio` feature),
+    /// where each yield also unparks an idle worker, and a yield every
+    /// 200 µs cost a warm scan on two workers about 15% of its speed.
+    /// [`ReadStream::yield_budget`] tells which was chosen.
+    Auto,
 }
 
 impl YieldBudget {
-    /// The default, [`Time(200 µs)`](YieldBudget::Time): the tasks beside
-    /// the stream wait at most about 200 µs (and 16 items) of the stream's
-    /// and its consumer's work. That is twice the upper end of the usual
-    /// rule for async code (10–100 µs between yields), because a yield
-    /// costs more than the rule assumes: on tokio's multi-thread runtime
-    /// each one unparks an idle worker, and a yield every 50 µs cost a warm
-    /// scan on two workers 10–20% of its speed, against 1–3% every 200 µs
-    /// (the reasons and figures are in the [`design`](crate::design) notes,
-    /// §4).
-    pub const DEFAULT: YieldBudget = YieldBudget::Time(Duration::from_micros(200));
+    /// The default, [`Auto`](YieldBudget::Auto): the tasks beside the
+    /// stream wait at most about 200 µs (1 ms on tokio's multi-thread
+    /// runtime), and 16 items, of the stream's and its consumer's work. The
+    /// usual rule for async code is 10–100 µs between yields; a yield costs
+    /// more than the rule assumes (the reasons and figures are in the
+    /// [`design`](crate::design) notes, §4).
+    pub const DEFAULT: YieldBudget = YieldBudget::Auto;
+
+    /// [`Auto`](YieldBudget::Auto)'s time where a yield is cheap.
+    pub const AUTO_TIME: Duration = Duration::from_micros(200);
+
+    /// [`Auto`](YieldBudget::Auto)'s time on tokio's multi-thread runtime.
+    pub const AUTO_TIME_MULTI_THREAD: Duration = Duration::from_millis(1);
+
+    /// [`Auto`](YieldBudget::Auto)'s time for a stream polled here: on a
+    /// tokio multi-thread runtime's thread (with the `tokio` feature)
+    /// [`AUTO_TIME_MULTI_THREAD`](Self::AUTO_TIME_MULTI_THREAD), else
+    /// [`AUTO_TIME`](Self::AUTO_TIME).
+    fn auto_time() -> Duration {
+        #[cfg(feature = "tokio")]
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+                return Self::AUTO_TIME_MULTI_THREAD;
+            }
+        }
+        Self::AUTO_TIME
+    }
 
     /// How many items a [`Time`](YieldBudget::Time) budget hands out
     /// between two looks at the clock.
@@ -310,7 +336,8 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     }
 
     /// How long the stream hands out items in a row before it yields to the
-    /// runtime. Default [`YieldBudget::DEFAULT`], 200 µs.
+    /// runtime. Default [`YieldBudget::DEFAULT`]: 200 µs, 1 ms on tokio's
+    /// multi-thread runtime ([`YieldBudget::Auto`]).
     ///
     /// A stream whose pages are in the pool (or whose engine completes reads
     /// inline) is always ready, so a consumer looping on `next().await`
@@ -393,8 +420,14 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             }
             YieldBudget::Items(n) => (n as u64, None),
             YieldBudget::Time(d) => (YieldBudget::CHECK_EVERY as u64, Some(d)),
+            // Its time is chosen at the first poll (`yield_auto`).
+            YieldBudget::Auto => (
+                YieldBudget::CHECK_EVERY as u64,
+                Some(YieldBudget::AUTO_TIME),
+            ),
             YieldBudget::Unlimited => (u64::MAX, None),
         };
+        let yield_auto = self.yield_budget == YieldBudget::Auto;
         let pool = self.pool.inner;
         let ring = match self.ring {
             None => None,
@@ -490,6 +523,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             yield_every,
             yield_left: yield_every,
             yield_after,
+            yield_auto,
             run_started: None,
             #[cfg(feature = "tokio")]
             tokio_left: 0,
@@ -563,6 +597,9 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     yield_left: u64,
     /// A [`YieldBudget::Time`] budget's time.
     yield_after: Option<Duration>,
+    /// The budget is [`YieldBudget::Auto`] and its time not yet chosen
+    /// (the first poll chooses it).
+    yield_auto: bool,
     /// When the current run of items without a `Pending` began, for
     /// `yield_after` (`None` between a `Pending` and the next poll).
     run_started: Option<Instant>,
@@ -742,6 +779,18 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
     /// look-ahead is deeper than the ring asked for), if it has one.
     pub fn ring_len(&self) -> Option<usize> {
         self.ring.as_ref().map(Ring::len)
+    }
+
+    /// The yield budget in force (see [`StreamBuilder::yield_budget`]):
+    /// the one built with, except that [`YieldBudget::Auto`] becomes the
+    /// [`YieldBudget::Time`] it chose at the stream's first poll.
+    pub fn yield_budget(&self) -> YieldBudget {
+        match (self.yield_auto, self.yield_after) {
+            (true, _) => YieldBudget::Auto,
+            (false, Some(d)) => YieldBudget::Time(d),
+            (false, None) if self.yield_every == u64::MAX => YieldBudget::Unlimited,
+            (false, None) => YieldBudget::Items(self.yield_every as usize),
+        }
     }
 
     /// This stream's reads in flight right now.
@@ -952,6 +1001,10 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
         let this = self.get_mut();
         if this.run_started.is_none() && this.yield_after.is_some() {
             // The first poll of a run: a time budget's clock starts now.
+            if this.yield_auto {
+                this.yield_auto = false;
+                this.yield_after = Some(YieldBudget::auto_time());
+            }
             this.run_started = Some(Instant::now());
         }
         if this.yield_left == 0 {

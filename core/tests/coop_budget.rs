@@ -125,10 +125,31 @@ fn without_yields(mut st: StreamStats) -> StreamStats {
 }
 
 #[test]
-fn default_budget_is_200_microseconds() {
-    let want = YieldBudget::Time(Duration::from_micros(200));
-    assert_eq!(YieldBudget::default(), want);
-    assert_eq!(YieldBudget::DEFAULT, want);
+fn default_budget_is_auto() {
+    assert_eq!(YieldBudget::default(), YieldBudget::Auto);
+    assert_eq!(YieldBudget::DEFAULT, YieldBudget::Auto);
+}
+
+/// `Auto` chooses its time at the stream's first poll; off tokio, the
+/// single-thread one. A budget given explicitly is kept as given.
+#[test]
+fn auto_chooses_its_time_at_the_first_poll() {
+    let s0 = setup(64, true);
+    let mut s = stream(&s0, YieldBudget::Auto, source::forward(0..64));
+    assert_eq!(s.yield_budget(), YieldBudget::Auto, "before any poll");
+    futures::executor::block_on(s.next()).unwrap().unwrap();
+    assert_eq!(s.yield_budget(), YieldBudget::Time(YieldBudget::AUTO_TIME));
+    assert_eq!(YieldBudget::AUTO_TIME, Duration::from_micros(200));
+    for b in [
+        YieldBudget::Items(7),
+        YieldBudget::Time(Duration::from_millis(3)),
+        YieldBudget::Unlimited,
+    ] {
+        let mut s = stream(&s0, b, source::forward(0..64));
+        assert_eq!(s.yield_budget(), b, "{b:?} before any poll");
+        futures::executor::block_on(s.next()).unwrap().unwrap();
+        assert_eq!(s.yield_budget(), b, "{b:?} after a poll");
+    }
 }
 
 /// A time budget starts its clock at a run's first poll and looks at it
@@ -411,6 +432,41 @@ mod tokio_budget {
             "the neighbour ran {turns} times, want ≥ {want}"
         );
         assert_eq!(st.budget_yields, PAGES / 32, "{st:?}");
+    }
+
+    /// `Auto` on tokio: 1 ms on the multi-thread runtime, whether the
+    /// stream is polled in a spawned task or in `block_on`; 200 µs on the
+    /// current-thread runtime.
+    #[test]
+    fn auto_is_longer_on_the_multi_thread_runtime() {
+        let multi = YieldBudget::Time(YieldBudget::AUTO_TIME_MULTI_THREAD);
+        let single = YieldBudget::Time(YieldBudget::AUTO_TIME);
+        assert_eq!(
+            YieldBudget::AUTO_TIME_MULTI_THREAD,
+            Duration::from_millis(1)
+        );
+        let current = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for (rt, want, what) in [
+            (one_worker(), multi, "multi-thread"),
+            (current, single, "current-thread"),
+        ] {
+            let s0 = setup(64, true);
+            let mut s = stream(&s0, YieldBudget::Auto, source::forward(0..64));
+            rt.block_on(s.next()).unwrap().unwrap();
+            assert_eq!(s.yield_budget(), want, "{what}, block_on");
+            let mut s = stream(&s0, YieldBudget::Auto, source::forward(0..64));
+            let got = rt.block_on(async move {
+                tokio::spawn(async move {
+                    s.next().await.unwrap().unwrap();
+                    s.yield_budget()
+                })
+                .await
+                .unwrap()
+            });
+            assert_eq!(got, want, "{what}, spawned");
+        }
     }
 
     /// `unconstrained` and `Unlimited` together: the stream never yields.
