@@ -697,6 +697,12 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         self.shared.pool.resident(self.file_view, block)
     }
 
+    fn ring_window(&mut self, frames: usize) {
+        if let Some(ring) = self.ring.as_mut() {
+            ring.set_window(frames);
+        }
+    }
+
     fn frame_status(&self, frame: u32) -> Status {
         self.shared.pool.status(frame)
     }

@@ -1,7 +1,9 @@
 //! A ring under deep look-ahead: it grows (rather than letting the scan
 //! cycle through the whole pool) and keeps handing out runs of adjacent
 //! frames, so most reads reach the engine as one contiguous buffer; and
-//! `RingSize::BULKREAD` starts at PostgreSQL 18's size.
+//! `RingSize::BULKREAD` starts at PostgreSQL 18's size; a stream whose
+//! reads are served from the page cache cycles through only the few frames
+//! its look-ahead pins.
 
 use futures::executor::block_on;
 use futures::StreamExt;
@@ -30,6 +32,58 @@ impl IoEngine for Counting {
     fn name(&self) -> &'static str {
         "counting"
     }
+}
+
+/// The in-memory engine, saying every read came from the page cache (as
+/// an engine that copies cached reads inline does).
+#[derive(Clone)]
+struct Cached(MemEngine);
+
+impl IoEngine for Cached {
+    type File = MemFile;
+    fn start_read(&self, file: &MemFile, mut req: ReadRequest) {
+        req.set_served_from_cache(true);
+        self.0.start_read(file, req);
+    }
+    fn name(&self) -> &'static str {
+        "cached"
+    }
+}
+
+/// A scan whose reads are all cached keeps one read or so ahead: through a
+/// BULKREAD ring of 288 frames it reuses the two reads' worth its
+/// look-ahead pins, not the whole ring (whose frames, cycled through, would
+/// leave the CPU's cache before they are reused). Every page is right.
+#[test]
+fn a_cached_scan_cycles_through_a_few_frames_of_its_ring() {
+    let mem = MemEngine::new();
+    let n = 4000;
+    let file = mem.create_stamped(n, 8192);
+    let seed = file.seed();
+    let pool = BufferPool::new(16384, 8192).unwrap();
+    let mut s = ReadStream::builder(&pool, Cached(mem), file)
+        .max_ios(16)
+        .io_combine_limit(16)
+        .ring(Some(RingSize::BULKREAD))
+        .build(source::forward(0..n))
+        .unwrap();
+    assert_eq!(s.ring_len(), Some(288));
+    block_on(async {
+        let mut b = 0;
+        while let Some(p) = s.next().await {
+            let p = p.unwrap();
+            assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
+            b += 1;
+        }
+        assert_eq!(b, n);
+    });
+    let st = s.stats();
+    assert_eq!(st.cached_reads, st.reads, "{st}");
+    let valid = pool.stats().valid;
+    assert!(
+        valid <= 64,
+        "the scan went through {valid} frames, more than its look-ahead pins: {st}"
+    );
 }
 
 #[test]

@@ -96,6 +96,9 @@ pub(crate) trait Env<D> {
     /// their blocks being read or cached); only a reader claims frames of
     /// its own from the pool.
     fn frames_available(&mut self, reader: bool) -> usize;
+    /// Tells the stream's ring (if it has one) how many frames look-ahead
+    /// can pin now: the distance plus the read being put together.
+    fn ring_window(&mut self, _frames: usize) {}
 }
 
 /// Limits and switches, validated by the builder.
@@ -384,6 +387,7 @@ impl<D> Planner<D> {
             self.distance = cap;
         }
         let eff_combine = self.eff_combine();
+        env.ring_window(self.distance + eff_combine);
         let mut stop;
         // Passes: a read started under full look-ahead raises the distance
         // (see `issue`), and the look-ahead goes on at the new distance.

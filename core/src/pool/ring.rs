@@ -17,11 +17,19 @@
 //! [`RingSize::BULKREAD`] starts where PostgreSQL 18 sizes its BULKREAD
 //! ring: 256 KiB plus room for `max_ios` reads of `io_combine_limit`
 //! blocks, which is about the most a stream's look-ahead pins, so it seldom
-//! grows. A warm scan, which keeps a read or a few ahead, then still
-//! recycles about 2 MiB rather than 256 KiB; measured, that was faster on
-//! most engines and slower on none (PostgreSQL 16's 256 KiB cost up to a
-//! quarter). The measurements behind these choices are in
-//! `docs/engines.md`.
+//! grows.
+//!
+//! A ring cycles through only as many of its slots as the stream's
+//! look-ahead can pin now (its distance plus one read, in whole reads: the
+//! *window*), which the stream sets at each look-ahead. A scan served from
+//! the page cache keeps about one read ahead, and its reads are copies into
+//! the frames: through the whole ring it would write 2.25 MiB of frames
+//! round and round, which the CPU's caches no longer hold when they are
+//! written again; through its window it reuses two reads' worth (256 KiB at
+//! the defaults). A frame still pinned when the ring comes round to it
+//! (the consumer holds more pages than the window allows for) widens the
+//! window by one read before the ring takes a frame from the sweep or
+//! grows. The measurements behind these choices are in `docs/engines.md`.
 
 const EMPTY_SLOT: u32 = u32::MAX;
 
@@ -74,10 +82,20 @@ impl RingSize {
 }
 
 /// One stream's ring of frame numbers.
+///
+/// The ring cycles through its first `window` slots only: what the
+/// stream's look-ahead can pin now (see [`set_window`](Ring::set_window)),
+/// so that a stream whose reads are copied from the page cache, and keep
+/// little ahead, reuses a few hundred KiB of frames, still in the CPU's
+/// cache, rather than the whole ring. The slots past the window keep their
+/// frames (ordinary unpinned frames meanwhile, which the clock sweep may
+/// take) for when the look-ahead deepens again.
 #[derive(Debug)]
 pub(crate) struct Ring {
     slots: Vec<u32>,
     pos: usize,
+    /// Slots in use (`1..=slots.len()`).
+    window: usize,
     /// Most slots it may grow to.
     max_len: usize,
     /// Slots it grows by at most at a time: one read's worth.
@@ -96,6 +114,7 @@ impl Ring {
         Ring {
             slots: vec![EMPTY_SLOT; frames],
             pos: 0,
+            window: frames,
             max_len: max_len.max(frames),
             step: step.max(1),
             reuses: 0,
@@ -151,16 +170,43 @@ impl Ring {
     /// Moves to the next slot.
     pub(crate) fn advance(&mut self) {
         self.pos += 1;
-        if self.pos == self.slots.len() {
+        if self.pos >= self.window {
             self.pos = 0;
         }
     }
 
+    /// Cycles through `frames` slots from now on (rounded up to whole reads,
+    /// at least one read's worth, at most every slot): the most the
+    /// stream's look-ahead can pin now, plus the read it is putting
+    /// together. A frame the consumer still holds when the ring comes
+    /// round to it widens the window ([`widen`](Self::widen)).
+    pub(crate) fn set_window(&mut self, frames: usize) {
+        let w = frames
+            .next_multiple_of(self.step)
+            .max(self.step)
+            .min(self.slots.len());
+        self.window = w;
+        if self.pos >= w {
+            self.pos = 0;
+        }
+    }
+
+    /// Takes one more read's worth of slots into the window, if it leaves
+    /// any out, and moves to the first of them; false if it was all in.
+    pub(crate) fn widen(&mut self) -> bool {
+        if self.window == self.slots.len() {
+            return false;
+        }
+        self.pos = self.window;
+        self.window = (self.window + self.step).min(self.slots.len());
+        true
+    }
+
     /// How many slots to add now: when the current slot holds a frame that
-    /// is busy (the caller found it so) and the ring may grow, one read's
-    /// worth, up to its limit; else none.
+    /// is busy (the caller found it so), every slot is in the window, and
+    /// the ring may grow, one read's worth, up to its limit; else none.
     pub(crate) fn growth_wanted(&self) -> usize {
-        if self.slots[self.pos] == EMPTY_SLOT {
+        if self.slots[self.pos] == EMPTY_SLOT || self.window < self.slots.len() {
             return 0;
         }
         self.step.min(self.max_len - self.slots.len())
@@ -178,11 +224,18 @@ impl Ring {
     /// new slots before the current one, and moves past the first.
     pub(crate) fn insert_block(&mut self, block: &[u32]) {
         self.slots.splice(self.pos..self.pos, block.iter().copied());
+        self.window += block.len();
         self.advance();
     }
 
     /// Slots now.
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Slots the ring cycles through now.
+    #[cfg(test)]
+    pub(crate) fn window(&self) -> usize {
+        self.window
     }
 }

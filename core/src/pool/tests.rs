@@ -208,3 +208,90 @@ fn a_prefaulted_pool_is_zeroed_and_aligned() {
         }
     }
 }
+
+/// Reads `block` through `ring` (a new frame, its read finished at once)
+/// and unpins it unless `hold`; returns the frame.
+fn read_in_ring(
+    p: &PoolInner,
+    view: &mut FileView,
+    ring: &mut Ring,
+    block: u64,
+    hold: bool,
+) -> u32 {
+    match p.lookup(view, block, Some(ring)) {
+        Ok(Lookup::Read(f)) => {
+            p.finish_io(f, true);
+            if !hold {
+                p.unpin(f);
+            }
+            f
+        }
+        other => panic!("expected a read, got {other:?}"),
+    }
+}
+
+/// A ring whose window is smaller than the ring cycles through the
+/// window's frames only; frames outside it stay untouched.
+#[test]
+fn a_ring_reuses_only_the_frames_of_its_window() {
+    let p = pool(64);
+    let mut view = p.file_view(FileId::new(1));
+    // 32 slots, 8 a read.
+    let mut ring = Ring::new(32, 32, 8);
+    let first: Vec<u32> = (0..32)
+        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, false))
+        .collect();
+    ring.set_window(16);
+    assert_eq!(ring.window(), 16);
+    let next: Vec<u32> = (32..96)
+        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, false))
+        .collect();
+    let used: std::collections::BTreeSet<u32> = next.iter().copied().collect();
+    let window: std::collections::BTreeSet<u32> = first[..16].iter().copied().collect();
+    assert_eq!(used, window, "frames reused outside the window");
+    // The frames outside it still hold their blocks.
+    for (b, &f) in first.iter().enumerate().skip(16) {
+        assert_eq!(
+            p.lookup_existing(&mut view, b as u64).map(|h| h.is_some()),
+            Ok(true)
+        );
+        p.unpin(f);
+    }
+    assert_eq!(ring.len(), 32, "the ring grew");
+}
+
+/// A window is whole reads, at least one and at most the ring.
+#[test]
+fn a_ring_window_is_whole_reads_within_the_ring() {
+    let mut ring = Ring::new(32, 64, 8);
+    for (want, got) in [(0, 8), (1, 8), (8, 8), (9, 16), (31, 32), (1000, 32)] {
+        ring.set_window(want);
+        assert_eq!(ring.window(), got, "set_window({want})");
+    }
+}
+
+/// A frame still held when the ring comes round to it widens the window
+/// by a read (the ring takes a frame it already has) before the ring
+/// takes one from the sweep, and the ring grows only once its window is
+/// all of it.
+#[test]
+fn a_held_frame_widens_the_window_before_the_ring_grows() {
+    let p = pool(64);
+    let mut view = p.file_view(FileId::new(1));
+    let mut ring = Ring::new(16, 32, 8);
+    let first: Vec<u32> = (0..16)
+        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, false))
+        .collect();
+    ring.set_window(8);
+    // Block 16 reuses slot 0's frame, and is held.
+    let held = read_in_ring(&p, &mut view, &mut ring, 16, true);
+    assert_eq!(held, first[0]);
+    for b in 17..24 {
+        read_in_ring(&p, &mut view, &mut ring, b, false);
+    }
+    // Round again: slot 0 is held, so the window takes slots 8..16.
+    let f = read_in_ring(&p, &mut view, &mut ring, 24, false);
+    assert_eq!(f, first[8], "did not widen into the ring's own frames");
+    assert_eq!((ring.window(), ring.len()), (16, 16));
+    p.unpin(held);
+}
