@@ -149,9 +149,8 @@ pub fn resident_fraction(file: &File) -> io::Result<f64> {
 /// or mapped or locked by another process, stays cached, and its state is
 /// then what it is), then read whole in order ([`warm`]), so that the
 /// kernel's read-ahead caches it in large folios whatever cached it before;
-/// checks that at least 99% stays resident (reading it again, up to
-/// [`WARM_ATTEMPTS`] reads in all, if not) and returns the fraction
-/// resident.
+/// checks that at least 99% stays resident (reading it again, up to 3
+/// reads in all, if not) and returns the fraction resident.
 ///
 /// What earlier runs leave in the page cache changes how fast it is
 /// copied from: the same 1 GiB file, wholly resident either way, was

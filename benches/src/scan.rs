@@ -600,7 +600,6 @@ impl RunResult {
         }
         if c.engine.is_pagestream() {
             m.insert("spawned".into(), json!(c.engine.spawned()));
-            m.insert("yield_budget".into(), json!(format_budget(c.yield_budget)));
         }
         m.insert("resident_before".into(), json!(self.resident_before));
         m.insert("cpu_seconds".into(), json!(self.cpu_seconds));
@@ -946,11 +945,13 @@ impl StreamScan {
         }
         let timed = timer.stop();
         let mean_in_flight = in_flight_sum as f64 / ck.pages.max(1) as f64;
+        let yield_budget = stream.yield_budget();
         Ok(Pass {
             ck,
             timed,
             stats: stream.close().await,
             mean_in_flight,
+            yield_budget,
         })
     }
 
@@ -1002,6 +1003,7 @@ impl StreamScan {
             timed,
             stats: st,
             mean_in_flight,
+            yield_budget,
         } = self.pass::<E, O>(env, &pool, ring).await?;
         let engine = env.engine_counters().since(&before);
         if c.cache == Cache::Hot && st.blocks_read != 0 {
@@ -1033,6 +1035,7 @@ impl StreamScan {
         );
         x.insert("cached_reads".into(), json!(st.cached_reads));
         x.insert("budget_yields".into(), json!(st.budget_yields));
+        x.insert("yield_budget".into(), json!(format_budget(yield_budget)));
         x.insert("backward_reads".into(), json!(st.backward_reads));
         x.insert("pool_frames".into(), json!(pool.frames()));
         x.insert("pool_touched_frames".into(), json!(touched));
@@ -1055,6 +1058,8 @@ struct Pass {
     stats: StreamStats,
     /// Mean reads in flight, sampled per page.
     mean_in_flight: f64,
+    /// The stream's yield budget, as its first poll chose it.
+    yield_budget: YieldBudget,
 }
 
 impl Workload for StreamScan {
@@ -1080,6 +1085,7 @@ pub fn format_budget(b: YieldBudget) -> String {
         YieldBudget::Items(n) => n.to_string(),
         YieldBudget::Time(d) => format!("{}us", d.as_micros()),
         YieldBudget::Unlimited => "off".into(),
-        _ => "auto".into(),
+        YieldBudget::Auto => "auto".into(),
+        other => format!("{other:?}"),
     }
 }

@@ -51,12 +51,14 @@ pub enum YieldBudget {
     /// Never yield for the budget: only a wait for I/O returns `Pending`.
     Unlimited,
     /// The default: a [`Time`](YieldBudget::Time) budget chosen at the
-    /// stream's first poll by what a yield costs where it runs.
-    /// [`YieldBudget::AUTO_TIME`] (200 µs) on a single thread, where a
-    /// yield costs about 100 ns; [`YieldBudget::AUTO_TIME_MULTI_THREAD`]
-    /// (1 ms) on tokio's multi-thread runtime (with the `tokio` feature),
+    /// stream's first poll by what a yield costs where it runs:
+    /// [`YieldBudget::AUTO_TIME_MULTI_THREAD`] (1 ms) when polled on a
+    /// thread of tokio's multi-thread runtime (with the `tokio` feature),
     /// where each yield also unparks an idle worker, and a yield every
-    /// 200 µs cost a warm scan on two workers about 15% of its speed.
+    /// 200 µs cost a warm scan on two workers about 15% of its speed;
+    /// [`YieldBudget::AUTO_TIME`] (200 µs) everywhere else (a
+    /// current-thread runtime, where a yield costs about 100 ns, other
+    /// executors, or without the `tokio` feature).
     /// [`ReadStream::yield_budget`] tells which was chosen.
     Auto,
 }
@@ -420,14 +422,14 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             }
             YieldBudget::Items(n) => (n as u64, None),
             YieldBudget::Time(d) => (YieldBudget::CHECK_EVERY as u64, Some(d)),
-            // Its time is chosen at the first poll (`yield_auto`).
+            // Its time is chosen at the first poll (`yield_budget` stays `Auto` until then).
             YieldBudget::Auto => (
                 YieldBudget::CHECK_EVERY as u64,
                 Some(YieldBudget::AUTO_TIME),
             ),
             YieldBudget::Unlimited => (u64::MAX, None),
         };
-        let yield_auto = self.yield_budget == YieldBudget::Auto;
+        let yield_budget = self.yield_budget;
         let pool = self.pool.inner;
         let ring = match self.ring {
             None => None,
@@ -523,7 +525,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             yield_every,
             yield_left: yield_every,
             yield_after,
-            yield_auto,
+            yield_budget,
             run_started: None,
             #[cfg(feature = "tokio")]
             tokio_left: 0,
@@ -597,9 +599,9 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     yield_left: u64,
     /// A [`YieldBudget::Time`] budget's time.
     yield_after: Option<Duration>,
-    /// The budget is [`YieldBudget::Auto`] and its time not yet chosen
-    /// (the first poll chooses it).
-    yield_auto: bool,
+    /// The budget in force: the one built with, until the first poll
+    /// chooses [`YieldBudget::Auto`]'s time.
+    yield_budget: YieldBudget,
     /// When the current run of items without a `Pending` began, for
     /// `yield_after` (`None` between a `Pending` and the next poll).
     run_started: Option<Instant>,
@@ -791,12 +793,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
     /// the one built with, except that [`YieldBudget::Auto`] becomes the
     /// [`YieldBudget::Time`] it chose at the stream's first poll.
     pub fn yield_budget(&self) -> YieldBudget {
-        match (self.yield_auto, self.yield_after) {
-            (true, _) => YieldBudget::Auto,
-            (false, Some(d)) => YieldBudget::Time(d),
-            (false, None) if self.yield_every == u64::MAX => YieldBudget::Unlimited,
-            (false, None) => YieldBudget::Items(self.yield_every as usize),
-        }
+        self.yield_budget
     }
 
     /// This stream's reads in flight right now.
@@ -1007,9 +1004,10 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
         let this = self.get_mut();
         if this.run_started.is_none() && this.yield_after.is_some() {
             // The first poll of a run: a time budget's clock starts now.
-            if this.yield_auto {
-                this.yield_auto = false;
-                this.yield_after = Some(YieldBudget::auto_time());
+            if this.yield_budget == YieldBudget::Auto {
+                let d = YieldBudget::auto_time();
+                this.yield_after = Some(d);
+                this.yield_budget = YieldBudget::Time(d);
             }
             this.run_started = Some(Instant::now());
         }

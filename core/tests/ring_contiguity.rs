@@ -86,6 +86,45 @@ fn a_cached_scan_cycles_through_a_few_frames_of_its_ring() {
     );
 }
 
+/// The same cached scan, its consumer holding the last 64 pages it was
+/// given: the ring's window widens to take them in and stays wide, so the
+/// scan takes no frames from the rest of the pool (at most the ring's).
+#[test]
+fn a_consumer_holding_pages_keeps_the_scan_in_its_ring() {
+    let mem = MemEngine::new();
+    let n = 4000;
+    let file = mem.create_stamped(n, 8192);
+    let seed = file.seed();
+    let pool = BufferPool::new(16384, 8192).unwrap();
+    let mut s = ReadStream::builder(&pool, Cached(mem), file)
+        .max_ios(16)
+        .io_combine_limit(16)
+        .ring(Some(RingSize::BULKREAD))
+        .build(source::forward(0..n))
+        .unwrap();
+    block_on(async {
+        let mut held = std::collections::VecDeque::new();
+        let mut b = 0;
+        while let Some(p) = s.next().await {
+            let p = p.unwrap();
+            assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
+            b += 1;
+            held.push_back(p);
+            if held.len() > 64 {
+                held.pop_front();
+            }
+        }
+        assert_eq!(b, n);
+    });
+    let st = s.stats();
+    let ring = s.ring_len().unwrap();
+    let valid = pool.stats().valid;
+    assert!(
+        valid <= ring,
+        "the scan went through {valid} frames, more than its ring's {ring}: {st}"
+    );
+}
+
 #[test]
 fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
     let mem = MemEngine::new();

@@ -683,29 +683,24 @@ impl PoolInner {
         let Some(ring) = ring else {
             return self.sweep();
         };
-        // The current slot's frame; if it is busy (look-ahead, or the
+        // The current slot's frame; while it is busy (look-ahead, or the
         // consumer, holds more than the window), the first slot past the
-        // window, once.
-        let mut widened = false;
-        loop {
-            if let Some(f) = ring.current() {
-                if let Claim::Got { evicted } = self.try_claim(f, 1) {
-                    // Counted in the ring and added to the pool's counters
-                    // in batches: two shared read-modify-writes per page
-                    // were a measurable share of a warm scan's per-page
-                    // cost.
-                    if ring.count_reuse(evicted) {
-                        self.flush_ring_counts(ring);
-                    }
-                    ring.advance();
-                    return Ok(f);
+        // window, one read's worth wider each time (at most the ring's
+        // slots, one read at a time).
+        while let Some(f) = ring.current() {
+            if let Claim::Got { evicted } = self.try_claim(f, 1) {
+                // Counted in the ring and added to the pool's counters in
+                // batches: two shared read-modify-writes per page were a
+                // measurable share of a warm scan's per-page cost.
+                if ring.count_reuse(evicted) {
+                    self.flush_ring_counts(ring);
                 }
-                if !widened && ring.widen() {
-                    widened = true;
-                    continue;
-                }
+                ring.advance();
+                return Ok(f);
             }
-            break;
+            if !ring.widen() {
+                break;
+            }
         }
         let f = self.sweep()?;
         let grow = ring.growth_wanted();

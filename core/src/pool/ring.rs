@@ -88,14 +88,20 @@ impl RingSize {
 /// so that a stream whose reads are copied from the page cache, and keep
 /// little ahead, reuses a few hundred KiB of frames, still in the CPU's
 /// cache, rather than the whole ring. The slots past the window keep their
-/// frames (ordinary unpinned frames meanwhile, which the clock sweep may
-/// take) for when the look-ahead deepens again.
+/// frames (no longer cycled through; the clock sweep may take them once
+/// they are unpinned) for when the look-ahead, or the consumer, needs more.
 #[derive(Debug)]
 pub(crate) struct Ring {
     slots: Vec<u32>,
     pos: usize,
     /// Slots in use (`1..=slots.len()`).
     window: usize,
+    /// The least window: raised by [`widen`](Ring::widen) (the consumer
+    /// holds frames beyond what look-ahead pins), lowered by a read's worth
+    /// after each lap of the window that found no frame busy.
+    floor: usize,
+    /// Whether this lap of the window found a frame busy.
+    busy_in_lap: bool,
     /// Most slots it may grow to.
     max_len: usize,
     /// Slots it grows by at most at a time: one read's worth.
@@ -115,6 +121,8 @@ impl Ring {
             slots: vec![EMPTY_SLOT; frames],
             pos: 0,
             window: frames,
+            floor: 0,
+            busy_in_lap: false,
             max_len: max_len.max(frames),
             step: step.max(1),
             reuses: 0,
@@ -172,16 +180,23 @@ impl Ring {
         self.pos += 1;
         if self.pos >= self.window {
             self.pos = 0;
+            if !self.busy_in_lap {
+                self.floor = self.floor.saturating_sub(self.step);
+            }
+            self.busy_in_lap = false;
         }
     }
 
     /// Cycles through `frames` slots from now on (rounded up to whole reads,
-    /// at least one read's worth, at most every slot): the most the
-    /// stream's look-ahead can pin now, plus the read it is putting
-    /// together. A frame the consumer still holds when the ring comes
-    /// round to it widens the window ([`widen`](Self::widen)).
+    /// at least one read's worth and the window's floor, at most every
+    /// slot): the most the stream's look-ahead can pin now, plus the read it
+    /// is putting together. A frame still pinned when the ring comes round
+    /// to it (the consumer holds more pages) widens the window
+    /// ([`widen`](Self::widen)), and the widened window stays the least
+    /// until laps of it find nothing busy.
     pub(crate) fn set_window(&mut self, frames: usize) {
         let w = frames
+            .max(self.floor)
             .next_multiple_of(self.step)
             .max(self.step)
             .min(self.slots.len());
@@ -193,12 +208,16 @@ impl Ring {
 
     /// Takes one more read's worth of slots into the window, if it leaves
     /// any out, and moves to the first of them; false if it was all in.
+    /// The current slot's frame was found busy: the new window is also the
+    /// least from now on, until a lap finds nothing busy.
     pub(crate) fn widen(&mut self) -> bool {
+        self.busy_in_lap = true;
         if self.window == self.slots.len() {
             return false;
         }
         self.pos = self.window;
         self.window = (self.window + self.step).min(self.slots.len());
+        self.floor = self.window;
         true
     }
 

@@ -272,8 +272,8 @@ fn a_ring_window_is_whole_reads_within_the_ring() {
 
 /// A frame still held when the ring comes round to it widens the window
 /// by a read (the ring takes a frame it already has) before the ring
-/// takes one from the sweep, and the ring grows only once its window is
-/// all of it.
+/// takes one from the sweep, the widened window outlasts the next
+/// `set_window`, and the ring grows only once its window is all of it.
 #[test]
 fn a_held_frame_widens_the_window_before_the_ring_grows() {
     let p = pool(64);
@@ -283,15 +283,30 @@ fn a_held_frame_widens_the_window_before_the_ring_grows() {
         .map(|b| read_in_ring(&p, &mut view, &mut ring, b, false))
         .collect();
     ring.set_window(8);
-    // Block 16 reuses slot 0's frame, and is held.
-    let held = read_in_ring(&p, &mut view, &mut ring, 16, true);
-    assert_eq!(held, first[0]);
-    for b in 17..24 {
-        read_in_ring(&p, &mut view, &mut ring, b, false);
-    }
+    // Every frame read from now on is held. Blocks 16..24 reuse slots
+    // 0..8.
+    let mut held: Vec<u32> = (16..24)
+        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, true))
+        .collect();
+    assert_eq!(held, first[..8]);
     // Round again: slot 0 is held, so the window takes slots 8..16.
-    let f = read_in_ring(&p, &mut view, &mut ring, 24, false);
-    assert_eq!(f, first[8], "did not widen into the ring's own frames");
+    held.push(read_in_ring(&p, &mut view, &mut ring, 24, true));
+    assert_eq!(
+        held[8], first[8],
+        "did not widen into the ring's own frames"
+    );
     assert_eq!((ring.window(), ring.len()), (16, 16));
-    p.unpin(held);
+    ring.set_window(8);
+    assert_eq!(ring.window(), 16, "the widened window did not last");
+    for b in 25..32 {
+        held.push(read_in_ring(&p, &mut view, &mut ring, b, true));
+    }
+    assert_eq!(held[8..], first[8..]);
+    assert_eq!(ring.len(), 16, "grew while its own frames were free");
+    // Every slot is held and in the window: now the ring grows by a read.
+    held.push(read_in_ring(&p, &mut view, &mut ring, 32, true));
+    assert_eq!(ring.len(), 24);
+    for f in held {
+        p.unpin(f);
+    }
 }
