@@ -50,12 +50,11 @@ impl IoEngine for Cached {
     }
 }
 
-/// A scan whose reads are all cached keeps one read or so ahead: through a
-/// BULKREAD ring of 288 frames it reuses the two reads' worth its
-/// look-ahead pins, not the whole ring (whose frames, cycled through, would
-/// leave the CPU's cache before they are reused). Every page is right.
-#[test]
-fn a_cached_scan_cycles_through_a_few_frames_of_its_ring() {
+/// Scans 4000 cached blocks through a BULKREAD ring (288 frames) of a
+/// large pool, checking every page, the consumer holding the last `hold`
+/// pages it was given; returns the stream's stats, its ring's length and
+/// the frames of the pool that hold a block afterwards.
+fn cached_scan(hold: usize) -> (pagestream::StreamStats, usize, usize) {
     let mem = MemEngine::new();
     let n = 4000;
     let file = mem.create_stamped(n, 8192);
@@ -69,40 +68,6 @@ fn a_cached_scan_cycles_through_a_few_frames_of_its_ring() {
         .unwrap();
     assert_eq!(s.ring_len(), Some(288));
     block_on(async {
-        let mut b = 0;
-        while let Some(p) = s.next().await {
-            let p = p.unwrap();
-            assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
-            b += 1;
-        }
-        assert_eq!(b, n);
-    });
-    let st = s.stats();
-    assert_eq!(st.cached_reads, st.reads, "{st}");
-    let valid = pool.stats().valid;
-    assert!(
-        valid <= 64,
-        "the scan went through {valid} frames, more than its look-ahead pins: {st}"
-    );
-}
-
-/// The same cached scan, its consumer holding the last 64 pages it was
-/// given: the ring's window widens to take them in and stays wide, so the
-/// scan takes no frames from the rest of the pool (at most the ring's).
-#[test]
-fn a_consumer_holding_pages_keeps_the_scan_in_its_ring() {
-    let mem = MemEngine::new();
-    let n = 4000;
-    let file = mem.create_stamped(n, 8192);
-    let seed = file.seed();
-    let pool = BufferPool::new(16384, 8192).unwrap();
-    let mut s = ReadStream::builder(&pool, Cached(mem), file)
-        .max_ios(16)
-        .io_combine_limit(16)
-        .ring(Some(RingSize::BULKREAD))
-        .build(source::forward(0..n))
-        .unwrap();
-    block_on(async {
         let mut held = std::collections::VecDeque::new();
         let mut b = 0;
         while let Some(p) = s.next().await {
@@ -110,15 +75,36 @@ fn a_consumer_holding_pages_keeps_the_scan_in_its_ring() {
             assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
             b += 1;
             held.push_back(p);
-            if held.len() > 64 {
+            if held.len() > hold {
                 held.pop_front();
             }
         }
         assert_eq!(b, n);
     });
     let st = s.stats();
-    let ring = s.ring_len().unwrap();
-    let valid = pool.stats().valid;
+    assert_eq!(st.cached_reads, st.reads, "{st}");
+    (st, s.ring_len().unwrap(), pool.stats().valid)
+}
+
+/// A scan whose reads are all cached keeps one read or so ahead: through a
+/// BULKREAD ring of 288 frames it reuses the two reads' worth its
+/// look-ahead pins, not the whole ring (whose frames, cycled through, would
+/// leave the CPU's cache before they are reused).
+#[test]
+fn a_cached_scan_cycles_through_a_few_frames_of_its_ring() {
+    let (st, _, valid) = cached_scan(0);
+    assert!(
+        valid <= 64,
+        "the scan went through {valid} frames, more than its look-ahead pins: {st}"
+    );
+}
+
+/// The same scan, its consumer holding the last 64 pages it was given: the
+/// ring's window widens to take them in and stays wide, so the scan takes
+/// no frames from the rest of the pool (at most the ring's).
+#[test]
+fn a_consumer_holding_pages_keeps_the_scan_in_its_ring() {
+    let (st, ring, valid) = cached_scan(64);
     assert!(
         valid <= ring,
         "the scan went through {valid} frames, more than its ring's {ring}: {st}"

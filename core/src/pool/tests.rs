@@ -8,10 +8,24 @@ fn pool(frames: usize) -> Arc<PoolInner> {
 }
 
 fn read_valid(p: &PoolInner, view: &mut FileView, block: u64) -> u32 {
-    match p.lookup(view, block, None) {
+    read_into(p, view, None, block, false)
+}
+
+/// Reads `block` (through `ring`, if given) into a new frame, its read
+/// finished at once, and unpins it unless `hold`; returns the frame.
+fn read_into(
+    p: &PoolInner,
+    view: &mut FileView,
+    ring: Option<&mut Ring>,
+    block: u64,
+    hold: bool,
+) -> u32 {
+    match p.lookup(view, block, ring) {
         Ok(Lookup::Read(f)) => {
             p.finish_io(f, true);
-            p.unpin(f);
+            if !hold {
+                p.unpin(f);
+            }
             f
         }
         other => panic!("expected a read, got {other:?}"),
@@ -209,42 +223,33 @@ fn a_prefaulted_pool_is_zeroed_and_aligned() {
     }
 }
 
-/// Reads `block` through `ring` (a new frame, its read finished at once)
-/// and unpins it unless `hold`; returns the frame.
-fn read_in_ring(
-    p: &PoolInner,
-    view: &mut FileView,
-    ring: &mut Ring,
-    block: u64,
-    hold: bool,
-) -> u32 {
-    match p.lookup(view, block, Some(ring)) {
-        Ok(Lookup::Read(f)) => {
-            p.finish_io(f, true);
-            if !hold {
-                p.unpin(f);
-            }
-            f
-        }
-        other => panic!("expected a read, got {other:?}"),
-    }
+/// A pool of 64 frames and a ring of `slots` slots (growing to `max_len`,
+/// `step` a read), its slots filled by reading blocks `0..slots` of a file
+/// through it; returns them and the frames, slot by slot.
+fn filled_ring(
+    slots: usize,
+    max_len: usize,
+    step: usize,
+) -> (Arc<PoolInner>, FileView, Ring, Vec<u32>) {
+    let p = pool(64);
+    let mut view = p.file_view(FileId::new(1));
+    let mut ring = Ring::new(slots, max_len, step);
+    let frames = (0..slots as u64)
+        .map(|b| read_into(&p, &mut view, Some(&mut ring), b, false))
+        .collect();
+    (p, view, ring, frames)
 }
 
 /// A ring whose window is smaller than the ring cycles through the
 /// window's frames only; frames outside it stay untouched.
 #[test]
 fn a_ring_reuses_only_the_frames_of_its_window() {
-    let p = pool(64);
-    let mut view = p.file_view(FileId::new(1));
     // 32 slots, 8 a read.
-    let mut ring = Ring::new(32, 32, 8);
-    let first: Vec<u32> = (0..32)
-        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, false))
-        .collect();
+    let (p, mut view, mut ring, first) = filled_ring(32, 32, 8);
     ring.set_window(16);
     assert_eq!(ring.window(), 16);
     let next: Vec<u32> = (32..96)
-        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, false))
+        .map(|b| read_into(&p, &mut view, Some(&mut ring), b, false))
         .collect();
     let used: std::collections::BTreeSet<u32> = next.iter().copied().collect();
     let window: std::collections::BTreeSet<u32> = first[..16].iter().copied().collect();
@@ -276,21 +281,16 @@ fn a_ring_window_is_whole_reads_within_the_ring() {
 /// `set_window`, and the ring grows only once its window is all of it.
 #[test]
 fn a_held_frame_widens_the_window_before_the_ring_grows() {
-    let p = pool(64);
-    let mut view = p.file_view(FileId::new(1));
-    let mut ring = Ring::new(16, 32, 8);
-    let first: Vec<u32> = (0..16)
-        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, false))
-        .collect();
+    let (p, mut view, mut ring, first) = filled_ring(16, 32, 8);
     ring.set_window(8);
     // Every frame read from now on is held. Blocks 16..24 reuse slots
     // 0..8.
     let mut held: Vec<u32> = (16..24)
-        .map(|b| read_in_ring(&p, &mut view, &mut ring, b, true))
+        .map(|b| read_into(&p, &mut view, Some(&mut ring), b, true))
         .collect();
     assert_eq!(held, first[..8]);
     // Round again: slot 0 is held, so the window takes slots 8..16.
-    held.push(read_in_ring(&p, &mut view, &mut ring, 24, true));
+    held.push(read_into(&p, &mut view, Some(&mut ring), 24, true));
     assert_eq!(
         held[8], first[8],
         "did not widen into the ring's own frames"
@@ -299,12 +299,12 @@ fn a_held_frame_widens_the_window_before_the_ring_grows() {
     ring.set_window(8);
     assert_eq!(ring.window(), 16, "the widened window did not last");
     for b in 25..32 {
-        held.push(read_in_ring(&p, &mut view, &mut ring, b, true));
+        held.push(read_into(&p, &mut view, Some(&mut ring), b, true));
     }
     assert_eq!(held[8..], first[8..]);
     assert_eq!(ring.len(), 16, "grew while its own frames were free");
     // Every slot is held and in the window: now the ring grows by a read.
-    held.push(read_in_ring(&p, &mut view, &mut ring, 32, true));
+    held.push(read_into(&p, &mut view, Some(&mut ring), 32, true));
     assert_eq!(ring.len(), 24);
     for f in held {
         p.unpin(f);
