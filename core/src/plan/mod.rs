@@ -97,10 +97,11 @@ pub(crate) trait Env<D> {
     /// its own from the pool.
     fn frames_available(&mut self, reader: bool) -> usize;
     /// Tells the stream's ring (if it has one) how many frames look-ahead
-    /// can pin now: the distance (the queued entries) plus the read being
-    /// put together. The page being handed out and the pages the consumer
-    /// holds are not counted: the ring widens its window when it finds
-    /// their frames busy.
+    /// can pin now: the distance (the queued entries, the read being put
+    /// together among them) plus one read's worth of slack, for the page
+    /// being handed out and for a distance this look-ahead raises as it
+    /// goes. The pages the consumer holds are not counted: the ring widens
+    /// its window when it finds their frames busy.
     fn ring_window(&mut self, _frames: usize) {}
 }
 
