@@ -160,6 +160,44 @@ fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
     eprintln!("ring {ring} frames, {one}/{reads} reads in one buffer, {valid} frames valid\n{st}");
 }
 
+/// A scan that waits for its reads ramps its look-ahead up to a BULKREAD
+/// ring's size, and its reads still reach the engine as one buffer each:
+/// the ring's slots keep runs of adjacent frames.
+#[test]
+fn a_cold_scan_through_a_bulkread_ring_reads_into_adjacent_frames() {
+    let mem = MemEngine::new();
+    let n = 4000;
+    let file = mem.create_stamped(n, 8192);
+    let engine = Counting {
+        mem,
+        reads: Arc::default(),
+        one_buffer: Arc::default(),
+    };
+    let pool = BufferPool::new(16384, 8192).unwrap();
+    let mut s = ReadStream::builder(&pool, engine.clone(), file)
+        .max_ios(16)
+        .io_combine_limit(16)
+        .ring(Some(RingSize::BULKREAD))
+        .build(source::forward(0..n))
+        .unwrap();
+    let pages = block_on(async {
+        let mut pages = 0;
+        while let Some(p) = s.next().await {
+            p.unwrap();
+            pages += 1;
+        }
+        pages
+    });
+    assert_eq!(pages, n);
+    let reads = engine.reads.load(Ordering::Relaxed);
+    let one = engine.one_buffer.load(Ordering::Relaxed);
+    assert!(
+        one * 10 >= reads * 9,
+        "only {one} of {reads} reads were one buffer: {}",
+        s.stats()
+    );
+}
+
 /// `RingSize::BULKREAD` holds 256 KiB plus `max_ios` reads of
 /// `io_combine_limit` blocks from the start, but no more than the stream's
 /// pin budget plus one read, never less than 256 KiB, and at most the pool.

@@ -191,6 +191,10 @@ pub(crate) struct Planner<D> {
     head_seq: u64,
     /// The tail entries forming the pending read.
     pending_n: usize,
+    /// Whether the last read handed out came from the OS page cache: the
+    /// stream then keeps little ahead, and its ring cycles through a
+    /// window of what look-ahead pins (see [`Env::ring_window`]).
+    last_cached: bool,
     dir: Dir,
     /// Entries holding a pin.
     pinned: usize,
@@ -252,6 +256,7 @@ impl<D> Planner<D> {
             cfg,
             head_seq: 0,
             pending_n: 0,
+            last_cached: false,
             dir: Dir::One,
             pinned: 0,
             distance,
@@ -391,7 +396,15 @@ impl<D> Planner<D> {
             self.distance = cap;
         }
         let eff_combine = self.eff_combine();
-        env.ring_window(self.distance + eff_combine);
+        // A stream waiting for its reads ramps up to a deep look-ahead: its
+        // ring stays whole, so that its slots keep the runs of adjacent
+        // frames they were filled with (a window moving with the distance
+        // would split reads across frames filled at different times).
+        env.ring_window(if self.last_cached {
+            self.distance + eff_combine
+        } else {
+            usize::MAX
+        });
         let mut stop;
         // Passes: a read started under full look-ahead raises the distance
         // (see `issue`), and the look-ahead goes on at the new distance.
@@ -774,6 +787,7 @@ impl<D> Planner<D> {
             self.pinned -= 1;
         }
         if e.read_head {
+            self.last_cached = e.cached;
             let cap = self.cap();
             self.distance = if e.cached {
                 let c = self.eff_combine().saturating_mul(self.cfg.cached_depth);

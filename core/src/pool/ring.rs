@@ -19,14 +19,18 @@
 //! blocks, which is about the most a stream's look-ahead pins, so it seldom
 //! grows.
 //!
-//! A ring cycles through only as many of its slots as the stream's
-//! look-ahead can pin now (its distance plus one read, in whole reads: the
-//! *window*), which the stream sets at each look-ahead. A scan served from
-//! the page cache keeps about one read ahead, and its reads are copies into
-//! the frames: through the whole ring it would write 2.25 MiB of frames
-//! round and round, which the CPU's caches no longer hold when they are
-//! written again; through its window it reuses two reads' worth (256 KiB at
-//! the defaults). A frame still pinned when the ring comes round to it
+//! A stream whose reads come from the OS page cache has its ring cycle
+//! through only as many slots as its look-ahead can pin now (its distance
+//! plus one read, in whole reads: the *window*), which it sets at each
+//! look-ahead. Such a scan keeps about one read ahead, and its reads are
+//! copies into the frames: through the whole ring it would write 2.25 MiB
+//! of frames round and round, which the CPU's caches no longer hold when
+//! they are written again; through its window it reuses two reads' worth
+//! (256 KiB at the defaults). A stream that waits for its reads keeps the
+//! whole ring: its look-ahead ramps up to fill it, and a window moving
+//! with the distance would split its reads across frames the ring took
+//! from the sweep at different times (vectored reads, which O_DIRECT with
+//! registered buffers cannot make fixed-buffer reads). A frame still pinned when the ring comes round to it
 //! (the consumer holds more pages than the window allows for) widens the
 //! window by one read before the ring takes a frame from the sweep or
 //! grows. The measurements behind these choices are in `docs/engines.md`.
@@ -197,6 +201,7 @@ impl Ring {
     pub(crate) fn set_window(&mut self, frames: usize) {
         let w = frames
             .max(self.floor)
+            .min(self.slots.len())
             .next_multiple_of(self.step)
             .max(self.step)
             .min(self.slots.len());

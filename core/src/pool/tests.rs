@@ -269,7 +269,15 @@ fn a_ring_reuses_only_the_frames_of_its_window() {
 #[test]
 fn a_ring_window_is_whole_reads_within_the_ring() {
     let mut ring = Ring::new(32, 64, 8);
-    for (want, got) in [(0, 8), (1, 8), (8, 8), (9, 16), (31, 32), (1000, 32)] {
+    for (want, got) in [
+        (0, 8),
+        (1, 8),
+        (8, 8),
+        (9, 16),
+        (31, 32),
+        (1000, 32),
+        (usize::MAX, 32),
+    ] {
         ring.set_window(want);
         assert_eq!(ring.window(), got, "set_window({want})");
     }
