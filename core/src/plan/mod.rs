@@ -96,12 +96,14 @@ pub(crate) trait Env<D> {
     /// their blocks being read or cached); only a reader claims frames of
     /// its own from the pool.
     fn frames_available(&mut self, reader: bool) -> usize;
-    /// Tells the stream's ring (if it has one) how many frames look-ahead
-    /// can pin now: the distance (the queued entries, the read being put
-    /// together among them) plus one read's worth of slack, for the page
-    /// being handed out and for a distance this look-ahead raises as it
-    /// goes. The pages the consumer holds are not counted: the ring widens
-    /// its window when it finds their frames busy.
+    /// Tells the stream's ring (if it has one) how many of its slots to
+    /// cycle through. While the stream's reads come from the page cache:
+    /// what look-ahead can pin now, the distance (the queued entries, the
+    /// read being put together among them) plus one read's worth of slack,
+    /// for the page being handed out and for a distance this look-ahead
+    /// raises as it goes; the pages the consumer holds are not counted (the
+    /// ring widens its window when it finds their frames busy). Otherwise
+    /// `usize::MAX`: every slot.
     fn ring_window(&mut self, _frames: usize) {}
 }
 
@@ -957,6 +959,7 @@ impl<D> Planner<D> {
         self.in_fast_path = false;
         self.seq_next = None;
         self.distance = self.cfg.start_distance();
+        self.last_cached = false;
         // Last: the user's data.
         drop(stashed);
         drop(handing);

@@ -683,10 +683,10 @@ impl PoolInner {
         let Some(ring) = ring else {
             return self.sweep();
         };
-        // The current slot's frame; while it is busy (look-ahead, or the
-        // consumer, holds more than the window), the first slot past the
-        // window, one read's worth wider each time (at most the ring's
-        // slots, one read at a time).
+        // The current slot's frame; while the ring cannot reuse it (pinned:
+        // look-ahead, or the consumer, holds more than the window; or used
+        // again by someone else), the first slot past the window, one
+        // read's worth wider each time, up to the whole ring.
         while let Some(f) = ring.current() {
             if let Claim::Got { evicted } = self.try_claim(f, 1) {
                 // Counted in the ring and added to the pool's counters in

@@ -30,10 +30,13 @@
 //! whole ring: its look-ahead ramps up to fill it, and a window moving
 //! with the distance would split its reads across frames the ring took
 //! from the sweep at different times (vectored reads, which O_DIRECT with
-//! registered buffers cannot make fixed-buffer reads). A frame still pinned when the ring comes round to it
-//! (the consumer holds more pages than the window allows for) widens the
-//! window by one read before the ring takes a frame from the sweep or
-//! grows. The measurements behind these choices are in `docs/engines.md`.
+//! registered buffers cannot make fixed-buffer reads). A frame the ring
+//! cannot reuse when it comes round to it (still pinned: the consumer holds
+//! more pages than the window allows for; or used again by someone else)
+//! widens the window read by read, up to the whole ring, before the ring
+//! takes a frame from the sweep or grows; the widened window is the least
+//! until laps of it find nothing busy, then comes down a read per lap. The
+//! measurements behind these choices are in `docs/engines.md`.
 
 const EMPTY_SLOT: u32 = u32::MAX;
 
@@ -87,8 +90,9 @@ impl RingSize {
 
 /// One stream's ring of frame numbers.
 ///
-/// The ring cycles through its first `window` slots only: what the
-/// stream's look-ahead can pin now (see [`set_window`](Ring::set_window)),
+/// The ring cycles through its first `window` slots only: while the
+/// stream's reads come from the page cache, what its look-ahead can pin now
+/// (see [`set_window`](Ring::set_window)); otherwise every slot,
 /// so that a stream whose reads are copied from the page cache, and keep
 /// little ahead, reuses a few hundred KiB of frames, still in the CPU's
 /// cache, rather than the whole ring. The slots past the window keep their

@@ -318,3 +318,29 @@ fn a_held_frame_widens_the_window_before_the_ring_grows() {
         p.unpin(f);
     }
 }
+
+/// A widened window comes back down a read's worth after each lap of it
+/// that found nothing busy.
+#[test]
+fn a_widened_window_comes_down_after_laps_with_nothing_busy() {
+    let (p, mut view, mut ring, _) = filled_ring(16, 16, 8);
+    ring.set_window(8);
+    // Slot 0's frame is held when the ring comes round to it: the window
+    // widens to 16 and stays there.
+    let held = read_into(&p, &mut view, Some(&mut ring), 16, true);
+    for b in 17..24 {
+        read_into(&p, &mut view, Some(&mut ring), b, false);
+    }
+    read_into(&p, &mut view, Some(&mut ring), 24, false);
+    assert_eq!(ring.window(), 16);
+    ring.set_window(8);
+    assert_eq!(ring.window(), 16, "the widened window did not last");
+    p.unpin(held);
+    // The rest of the lap that found slot 0 busy, then one lap of the 16
+    // slots with nothing busy: back to 8.
+    for b in 25..48 {
+        read_into(&p, &mut view, Some(&mut ring), b, false);
+    }
+    ring.set_window(8);
+    assert_eq!(ring.window(), 8, "the window did not come down");
+}
