@@ -111,8 +111,17 @@ fn a_consumer_holding_pages_keeps_the_scan_in_its_ring() {
     );
 }
 
-#[test]
-fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
+/// What a scan of 4000 blocks through a ring of `size`, on the in-memory
+/// engine (reads done as they start, none cached), did.
+struct RingScan {
+    stats: pagestream::StreamStats,
+    ring: usize,
+    valid: usize,
+    reads: u64,
+    one_buffer: u64,
+}
+
+fn counted_scan(size: RingSize) -> RingScan {
     let mem = MemEngine::new();
     let n = 4000;
     let file = mem.create_stamped(n, 8192);
@@ -126,33 +135,47 @@ fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
     let mut s = ReadStream::builder(&pool, engine.clone(), file)
         .max_ios(16)
         .io_combine_limit(16)
-        // PostgreSQL 16's BULKREAD ring: smaller than the look-ahead.
-        .ring(Some(RingSize::Bytes(256 * 1024)))
+        .ring(Some(size))
         .build(source::forward(0..n))
         .unwrap();
     block_on(async {
         let mut b = 0;
         while let Some(p) = s.next().await {
             let p = p.unwrap();
-            assert!(p.block() == b && stamp::check(seed, b, &p));
+            assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
             b += 1;
         }
+        assert_eq!(b, n);
     });
-    let st = s.stats();
-    let ring = s.ring_len().unwrap();
+    RingScan {
+        stats: s.stats(),
+        ring: s.ring_len().unwrap(),
+        valid: pool.stats().valid,
+        reads: engine.reads.load(Ordering::Relaxed),
+        one_buffer: engine.one_buffer.load(Ordering::Relaxed),
+    }
+}
+
+#[test]
+fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
+    // PostgreSQL 16's BULKREAD ring: smaller than the look-ahead.
+    let RingScan {
+        stats: st,
+        ring,
+        valid,
+        reads,
+        one_buffer: one,
+    } = counted_scan(RingSize::Bytes(256 * 1024));
     let budget = 17 * 16;
     assert!(
         st.max_distance > 32,
         "look-ahead never went past the ring: {st}"
     );
     assert!(ring > 32 && ring <= budget + 16, "ring of {ring} frames");
-    let valid = pool.stats().valid;
     assert!(
         valid <= budget + 16,
         "the scan flushed {valid} frames of the pool"
     );
-    let reads = engine.reads.load(Ordering::Relaxed);
-    let one = engine.one_buffer.load(Ordering::Relaxed);
     assert!(
         one * 10 >= reads * 8,
         "only {one} of {reads} reads were one buffer"
@@ -165,36 +188,13 @@ fn deep_look_ahead_grows_the_ring_in_runs_of_adjacent_frames() {
 /// the ring's slots keep runs of adjacent frames.
 #[test]
 fn a_cold_scan_through_a_bulkread_ring_reads_into_adjacent_frames() {
-    let mem = MemEngine::new();
-    let n = 4000;
-    let file = mem.create_stamped(n, 8192);
-    let engine = Counting {
-        mem,
-        reads: Arc::default(),
-        one_buffer: Arc::default(),
-    };
-    let pool = BufferPool::new(16384, 8192).unwrap();
-    let mut s = ReadStream::builder(&pool, engine.clone(), file)
-        .max_ios(16)
-        .io_combine_limit(16)
-        .ring(Some(RingSize::BULKREAD))
-        .build(source::forward(0..n))
-        .unwrap();
-    let pages = block_on(async {
-        let mut pages = 0;
-        while let Some(p) = s.next().await {
-            p.unwrap();
-            pages += 1;
-        }
-        pages
-    });
-    assert_eq!(pages, n);
-    let reads = engine.reads.load(Ordering::Relaxed);
-    let one = engine.one_buffer.load(Ordering::Relaxed);
+    let r = counted_scan(RingSize::BULKREAD);
     assert!(
-        one * 10 >= reads * 9,
-        "only {one} of {reads} reads were one buffer: {}",
-        s.stats()
+        r.one_buffer * 10 >= r.reads * 9,
+        "only {} of {} reads were one buffer: {}",
+        r.one_buffer,
+        r.reads,
+        r.stats
     );
 }
 
