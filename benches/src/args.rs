@@ -203,6 +203,19 @@ pub fn parse_yield_budget(s: &str) -> Result<pagestream::YieldBudget, String> {
     }
 }
 
+/// A yield budget as `--yield-budget` takes it: `auto`, `off`, a time in
+/// µs (`200us`) or a count of items (`64`).
+pub fn format_budget(b: pagestream::YieldBudget) -> String {
+    use pagestream::YieldBudget;
+    match b {
+        YieldBudget::Items(n) => n.to_string(),
+        YieldBudget::Time(d) => format!("{}us", d.as_micros()),
+        YieldBudget::Unlimited => "off".into(),
+        YieldBudget::Auto => "auto".into(),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Parses `on` or `off`.
 pub fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {

@@ -159,6 +159,9 @@ pub fn resident_fraction(file: &File) -> io::Result<f64> {
 /// after one sequential read (`seqscan --cache warm` over two copies of the
 /// file, 5 interleaved rounds). Warm runs start from the same state.
 pub fn make_warm(file: &File, path: &Path) -> io::Result<f64> {
+    if file.metadata()?.len() == 0 {
+        return Ok(0.0);
+    }
     // Not `make_cold`: a file that cannot be evicted can still be warm.
     let _ = evict(file);
     let mut resident = 0.0;
@@ -172,7 +175,7 @@ pub fn make_warm(file: &File, path: &Path) -> io::Result<f64> {
             )
         })?;
         resident = resident_fraction(file)?;
-        if resident >= 0.99 || file.metadata()?.len() == 0 {
+        if resident >= 0.99 {
             return Ok(resident);
         }
     }

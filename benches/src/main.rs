@@ -17,9 +17,9 @@
 //!   `round(D × blocks)` seeded distinct blocks, ascending).
 //! - **Cache**: `cold` = `fsync` + `POSIX_FADV_DONTNEED` with a `mincore`
 //!   check that at most 1% stays resident; `warm` = evicted, then read
-//!   whole in order, checked resident; `hot` = pagestream's pool holds the pattern's blocks (filled
-//!   by an untimed pass, the timed pass must read nothing); baselines have no
-//!   pool, so hot is the OS page cache for them.
+//!   whole in order, checked resident; `hot` = pagestream's pool holds the
+//!   pattern's blocks (filled by an untimed pass, the timed pass must read
+//!   nothing); baselines have no pool, so hot is the OS page cache for them.
 //! - **Timing**: from the first read to the last page checksummed, in the
 //!   process (fio: its own `bw_bytes`; its start-up is not timed).
 //! - **Checksum**: the scan programs' order-independent sum of per-page hashes of

@@ -2,8 +2,8 @@
 //!
 //! [`run_scan`] prepares the page cache the way the scan programs do
 //! (`cold`: `fsync` + `POSIX_FADV_DONTNEED`, checked with `mincore`; `warm`:
-//! evicted, then read whole in order, checked resident; `hot`: pagestream's pool holds every block
-//! of the pattern) and times one pass over the pattern's blocks with the
+//! evicted, then read whole in order, checked resident; `hot`: pagestream's
+//! pool holds every block of the pattern) and times one pass over the pattern's blocks with the
 //! chosen engine, checksumming every page with the scan programs' order-independent
 //! checksum. Engines are started before the timing (a warm-up read through
 //! a separate pool, before the cache is prepared), so a run measures reading,
@@ -1035,7 +1035,10 @@ impl StreamScan {
         );
         x.insert("cached_reads".into(), json!(st.cached_reads));
         x.insert("budget_yields".into(), json!(st.budget_yields));
-        x.insert("yield_budget".into(), json!(format_budget(yield_budget)));
+        x.insert(
+            "yield_budget".into(),
+            json!(crate::args::format_budget(yield_budget)),
+        );
         x.insert("backward_reads".into(), json!(st.backward_reads));
         x.insert("pool_frames".into(), json!(pool.frames()));
         x.insert("pool_touched_frames".into(), json!(touched));
@@ -1075,17 +1078,5 @@ impl SpawnWorkload for StreamScan {
 
     async fn run<E: SendEnv>(self, env: E) -> io::Result<RunResult> {
         self.scan::<E, BlockingOpen>(&env).await
-    }
-}
-
-/// A yield budget as `--yield-budget` takes it: `auto`, `off`, a time in
-/// µs (`200us`) or a count of items (`64`).
-pub fn format_budget(b: YieldBudget) -> String {
-    match b {
-        YieldBudget::Items(n) => n.to_string(),
-        YieldBudget::Time(d) => format!("{}us", d.as_micros()),
-        YieldBudget::Unlimited => "off".into(),
-        YieldBudget::Auto => "auto".into(),
-        other => format!("{other:?}"),
     }
 }

@@ -414,20 +414,16 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
                 max: MAX_IOS,
             });
         }
-        let (yield_every, yield_after) = match self.yield_budget {
+        let yield_every = match self.yield_budget {
             YieldBudget::Items(0) | YieldBudget::Time(Duration::ZERO) => {
                 return Err(BuildError::Zero {
                     what: "yield budget",
                 })
             }
-            YieldBudget::Items(n) => (n as u64, None),
-            YieldBudget::Time(d) => (YieldBudget::CHECK_EVERY as u64, Some(d)),
-            // Its time is chosen at the first poll (`yield_budget` stays `Auto` until then).
-            YieldBudget::Auto => (
-                YieldBudget::CHECK_EVERY as u64,
-                Some(YieldBudget::AUTO_TIME),
-            ),
-            YieldBudget::Unlimited => (u64::MAX, None),
+            YieldBudget::Items(n) => n as u64,
+            // `Auto`'s time is chosen at the first poll.
+            YieldBudget::Time(_) | YieldBudget::Auto => YieldBudget::CHECK_EVERY as u64,
+            YieldBudget::Unlimited => u64::MAX,
         };
         let yield_budget = self.yield_budget;
         let pool = self.pool.inner;
@@ -524,7 +520,6 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             prefetch: self.prefetch,
             yield_every,
             yield_left: yield_every,
-            yield_after,
             yield_budget,
             run_started: None,
             #[cfg(feature = "tokio")]
@@ -590,20 +585,18 @@ pub struct ReadStream<E: IoEngine, S: BlockSource> {
     done_scratch: Vec<Done>,
     /// Prefetch the next page's memory when handing one out.
     prefetch: bool,
-    /// The yield budget: items in a row between two yields, or with
-    /// `yield_after` between two looks at the clock (`u64::MAX`:
-    /// unlimited, never reached).
+    /// The yield budget: items in a row between two yields, or with a time
+    /// budget between two looks at the clock (`u64::MAX`: unlimited, never
+    /// reached).
     yield_every: u64,
     /// Items the stream may still hand out before it yields (or looks at
     /// the clock).
     yield_left: u64,
-    /// A [`YieldBudget::Time`] budget's time.
-    yield_after: Option<Duration>,
     /// The budget in force: the one built with, until the first poll
     /// chooses [`YieldBudget::Auto`]'s time.
     yield_budget: YieldBudget,
-    /// When the current run of items without a `Pending` began, for
-    /// `yield_after` (`None` between a `Pending` and the next poll).
+    /// When the current run of items without a `Pending` began, for a time
+    /// budget (`None` between a `Pending` and the next poll).
     run_started: Option<Instant>,
     /// Items before the next unit of tokio's budget is spent.
     #[cfg(feature = "tokio")]
@@ -1002,12 +995,12 @@ impl<E: IoEngine, S: BlockSource> Stream for ReadStream<E, S> {
     // a decrement per item, a compare per poll.
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.run_started.is_none() && this.yield_after.is_some() {
+        if this.run_started.is_none()
+            && matches!(this.yield_budget, YieldBudget::Time(_) | YieldBudget::Auto)
+        {
             // The first poll of a run: a time budget's clock starts now.
             if this.yield_budget == YieldBudget::Auto {
-                let d = YieldBudget::auto_time();
-                this.yield_after = Some(d);
-                this.yield_budget = YieldBudget::Time(d);
+                this.yield_budget = YieldBudget::Time(YieldBudget::auto_time());
             }
             this.run_started = Some(Instant::now());
         }
@@ -1074,11 +1067,11 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
     /// gone without a `Pending`: with an items budget, yes; with a time
     /// budget, when the run began long enough ago.
     fn budget_spent(&self) -> bool {
-        match (self.yield_after, self.run_started) {
-            (None, _) => true,
-            (Some(limit), Some(t)) => t.elapsed() >= limit,
-            // Set by `poll_next` before any item of a run.
-            (Some(_), None) => true,
+        match (self.yield_budget, self.run_started) {
+            (YieldBudget::Time(limit), Some(t)) => t.elapsed() >= limit,
+            // Items, or a run whose clock `poll_next` had not started (it
+            // starts it before any item of a run).
+            _ => true,
         }
     }
 }

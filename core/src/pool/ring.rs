@@ -90,14 +90,10 @@ impl RingSize {
 
 /// One stream's ring of frame numbers.
 ///
-/// The ring cycles through its first `window` slots only: while the
-/// stream's reads come from the page cache, what its look-ahead can pin now
-/// (see [`set_window`](Ring::set_window)); otherwise every slot,
-/// so that a stream whose reads are copied from the page cache, and keep
-/// little ahead, reuses a few hundred KiB of frames, still in the CPU's
-/// cache, rather than the whole ring. The slots past the window keep their
-/// frames (no longer cycled through; the clock sweep may take them once
-/// they are unpinned) for when the look-ahead, or the consumer, needs more.
+/// It cycles through its first `window` slots only (the module docs say
+/// why). The slots past the window keep their frames (no longer cycled
+/// through; the clock sweep may take them once they are unpinned) for when
+/// the look-ahead, or the consumer, needs more.
 #[derive(Debug)]
 pub(crate) struct Ring {
     slots: Vec<u32>,
