@@ -18,6 +18,9 @@
 //!   O_DIRECT works). A forward scan's requests are `io_combine_limit`
 //!   blocks (fio's `bs`, pagestream's combined reads), the other patterns'
 //!   one block.
+//! - `bare-uring-tokio`: not what a user writes but the floor under it: one
+//!   tokio task submitting reads to an io_uring and awaiting its descriptor
+//!   in tokio's reactor, nothing else ([`bare_uring_tokio`]).
 
 use crate::checksum::Checksum;
 use crate::scan::{RunResult, ScanConfig, Target, Timer};
@@ -69,6 +72,10 @@ unsafe impl tokio_uring::buf::IoBuf for AlignedBuf {
         self.layout.size()
     }
 }
+
+// SAFETY: the buffer owns its allocation alone (nothing else holds the
+// pointer), so moving it to another thread moves that ownership.
+unsafe impl Send for AlignedBuf {}
 
 // SAFETY: as for `IoBuf`: the pointer is stable and writable for
 // `bytes_total()` bytes while the buffer lives, and every byte is always
@@ -386,4 +393,188 @@ pub fn tokio_uring_fs(
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
+}
+
+/// The reads a `bare-uring-tokio` run has handed to the kernel, with the
+/// ring and the buffers they read into. Its drop waits for every read still
+/// in flight before the buffers go (a read that failed the scan, or a panic,
+/// leaves some), and leaks the buffers if the kernel refuses to wait.
+struct BareRing {
+    ring: io_uring::IoUring,
+    bufs: Vec<AlignedBuf>,
+    in_flight: usize,
+}
+
+impl Drop for BareRing {
+    fn drop(&mut self) {
+        let mut failures = 0;
+        while self.in_flight > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => failures = 0,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) if failures < 100 => failures += 1,
+                Err(_) => {
+                    // The kernel may still write into them: never free them.
+                    std::mem::forget(std::mem::take(&mut self.bufs));
+                    return;
+                }
+            }
+            self.in_flight -= self.ring.completion().count();
+        }
+    }
+}
+
+/// The ring's descriptor, as tokio's reactor sees it.
+struct RingFd(std::os::fd::RawFd);
+
+impl AsRawFd for RingFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
+}
+
+/// `bare-uring-tokio`: the least a tokio program does to read through
+/// io_uring, the floor under any engine that learns of completions from
+/// tokio's reactor (as pagestream's `uring-tokio` does). One task, spawned
+/// on a multi-thread runtime of `--workers` workers, owns a ring and
+/// `max_ios` buffers: it submits a read (`io_uring_enter`) as soon as a
+/// buffer is free, takes the completions from the queue itself and, when
+/// none is there, awaits the ring's descriptor in tokio's reactor
+/// (`AsyncFd`, `epoll`). No pool, no stream, no second task. Requests as in
+/// `tokio-uring-fs`.
+pub fn bare_uring_tokio(
+    cfg: &ScanConfig,
+    target: &Target,
+    blocks: &[u64],
+    run: usize,
+) -> io::Result<RunResult> {
+    use crate::pattern::Pattern;
+    use io_uring::{opcode, types};
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::Interest;
+    pagestream_uring::probe()?;
+    let bs = cfg.block_size;
+    let per = if cfg.pattern == Pattern::Forward {
+        cfg.combine.max(1)
+    } else {
+        1
+    };
+    let requests: Vec<(u64, usize)> = blocks.chunks(per).map(|c| (c[0], c.len())).collect();
+    let depth = cfg.max_ios.max(1).min(requests.len().max(1));
+    let mut oo = std::fs::OpenOptions::new();
+    oo.read(true);
+    if cfg.direct {
+        oo.custom_flags(libc::O_DIRECT);
+    }
+    let file = oo
+        .open(&target.path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", target.path.display())))?;
+    if !cfg.readahead && !cfg.direct {
+        fadvise(&file, 0, 0, libc::POSIX_FADV_RANDOM)?;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.workers)
+        .enable_io()
+        .build()?;
+    let entries = u32::try_from(depth.next_power_of_two()).unwrap_or(4096);
+    let mut bufs: Vec<AlignedBuf> = (0..depth).map(|_| AlignedBuf::new(bs * per)).collect();
+    for b in &mut bufs {
+        // A fresh allocation is mapped lazily: fault it in before the timing.
+        b.as_mut_slice().fill(1);
+    }
+    let mut state = BareRing {
+        ring: io_uring::IoUring::new(entries)?,
+        bufs,
+        in_flight: 0,
+    };
+    let resident = target.prepare(cfg.cache, cfg.direct)?;
+    let reads = requests.len() as u64;
+    let timer = Timer::start(target);
+    let scan = async move {
+        let fd = file.as_raw_fd();
+        // SAFETY: the ring's descriptor stays open while `afd` is
+        // registered: `state` owns the ring and is dropped after `afd`
+        // (declared before it, in this block or its caller).
+        let afd = unsafe {
+            AsyncFd::register_with_interest(RingFd(state.ring.as_raw_fd()), Interest::READABLE)
+        }?;
+        // Which request each buffer is reading.
+        let mut reading = vec![0usize; depth];
+        let mut free: Vec<usize> = (0..depth).rev().collect();
+        let (mut next, mut done) = (0, 0);
+        let mut ck = Checksum::default();
+        while done < requests.len() {
+            while next < requests.len() {
+                let Some(i) = free.pop() else { break };
+                let (b, n) = requests[next];
+                let buf = state.bufs[i].as_mut_slice();
+                let sqe = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), (n * bs) as u32)
+                    .offset(b * bs as u64)
+                    .build()
+                    .user_data(i as u64);
+                // SAFETY: the SQE reads into buffer `i`, which no other read
+                // uses until its completion is taken (it is off `free`), and
+                // which `state` keeps until every read in flight completed
+                // (`BareRing`'s drop, on every path out of this task, a
+                // panic's too). The kernel holds its own reference to the
+                // file for each read.
+                unsafe { state.ring.submission().push(&sqe) }
+                    .map_err(|_| io::Error::other("bare-uring-tokio: submission queue full"))?;
+                state.in_flight += 1;
+                reading[i] = next;
+                next += 1;
+                state.ring.submit()?;
+            }
+            let mut took = 0;
+            while let Some(cqe) = state.ring.completion().next() {
+                state.in_flight -= 1;
+                took += 1;
+                let i = cqe.user_data() as usize;
+                let (b, n) = requests[reading[i]];
+                let want = n * bs;
+                match usize::try_from(cqe.result()) {
+                    Ok(got) if got == want => {}
+                    Ok(got) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("block {b}: read {got} of {want} bytes"),
+                        ))
+                    }
+                    Err(_) => {
+                        let e = io::Error::from_raw_os_error(-cqe.result());
+                        return Err(io::Error::new(e.kind(), format!("block {b}: {e}")));
+                    }
+                }
+                for (k, page) in state.bufs[i].as_mut_slice()[..want]
+                    .chunks_exact(bs)
+                    .enumerate()
+                {
+                    ck.add(b + k as u64, page);
+                }
+                free.push(i);
+                done += 1;
+            }
+            if took == 0 {
+                // Readiness is cleared before the queue is looked at again:
+                // a completion posted after that look wakes this again.
+                afd.readable().await?.clear_ready();
+            }
+        }
+        drop(afd);
+        Ok::<_, io::Error>((ck, state, file))
+    };
+    let (ck, state, file) = rt
+        .block_on(rt.spawn(scan))
+        .map_err(|e| io::Error::other(format!("bare-uring-tokio: the scan task failed: {e}")))??;
+    let timed = timer.stop();
+    drop(state);
+    drop(file);
+    let mut r = RunResult::from_checksum(cfg, run, ck, timed, resident);
+    r.reads = Some(reads);
+    r.mean_blocks_per_read = Some(ck.pages as f64 / reads.max(1) as f64);
+    r.max_in_flight = Some(depth as u64);
+    r.extra.insert("tasks".into(), json!(1));
+    r.extra.insert("request_bytes".into(), json!(bs * per));
+    r.extra.insert("workers".into(), json!(cfg.workers));
+    Ok(r)
 }

@@ -24,7 +24,7 @@ fn err<E: std::fmt::Display>(e: E) -> io::Error {
 }
 
 /// Every engine's colour, the same in every chart.
-pub const COLORS: [(Engine, RGBColor); 14] = [
+pub const COLORS: [(Engine, RGBColor); 15] = [
     (Engine::ThreadPool, RGBColor(31, 119, 180)),
     (Engine::TokioUring, RGBColor(255, 127, 14)),
     (Engine::Glommio, RGBColor(44, 160, 44)),
@@ -38,6 +38,7 @@ pub const COLORS: [(Engine, RGBColor); 14] = [
     (Engine::GlommioStream, RGBColor(150, 150, 30)),
     (Engine::TokioIoUring, RGBColor(102, 51, 153)),
     (Engine::TokioUringFs, RGBColor(230, 160, 90)),
+    (Engine::BareUringTokio, RGBColor(120, 120, 120)),
     (Engine::Fio, RGBColor(0, 0, 0)),
 ];
 

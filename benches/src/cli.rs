@@ -21,11 +21,14 @@ scan: one configuration, --repeat times.
   --engine E         threadpool | tokio-uring | glommio | uring | uring-tokio
                      | uring-tokio-blockon | threadpool-tokio    (pagestream)
                      pread-loop | fadvise-prefetch | tokio-fs | glommio-stream
-                     | tokio-io-uring | tokio-uring-fs | fio    (baselines)
+                     | tokio-io-uring | tokio-uring-fs | bare-uring-tokio
+                     | fio    (baselines)
                      (uring-tokio, threadpool-tokio: the scan in a task
                      spawned on a multi-thread tokio runtime;
                      uring-tokio-blockon: in its block_on; tokio-io-uring:
-                     tokio's own io_uring fs, a separately built program)
+                     tokio's own io_uring fs, a separately built program;
+                     bare-uring-tokio: one task, a ring, awaiting it in
+                     tokio's reactor: the floor under uring-tokio)
                      object-store (pagestream over an object URL; the
                      default, and the only engine, for --file URL)
   --pattern P        forward | backward | random | bitmap:DENSITY
@@ -60,7 +63,8 @@ scan: one configuration, --repeat times.
   --nowait on|off    threadpool, uring, uring-tokio: inline RWF_NOWAIT read
                      first on buffered files (default on)
   --workers N        tokio worker threads of uring-tokio, uring-tokio-blockon,
-                     threadpool-tokio and tokio-io-uring (default 2)
+                     threadpool-tokio, tokio-io-uring and bare-uring-tokio
+                     (default 2)
   --fixed-buffers    uring, uring-tokio: register the pool as io_uring fixed
                      buffers (reads into it become READ_FIXED)
   --yield-budget B   pagestream: the stream's yield budget: auto (default;

@@ -134,11 +134,12 @@ impl Row {
             .and_then(|c| c.spread().map(|s| (c, s.median)))
     }
 
-    /// The best baseline (not pagestream, not fio) by median MiB/s.
+    /// The best baseline (not pagestream, not a reference such as fio) by
+    /// median MiB/s.
     pub fn best_baseline(&self) -> Option<(&Cell, f64)> {
         self.cells
             .iter()
-            .filter(|c| !c.cfg.engine.is_pagestream() && c.cfg.engine != Engine::Fio)
+            .filter(|c| !c.cfg.engine.is_pagestream() && !c.cfg.engine.is_reference())
             .filter_map(|c| c.spread().map(|s| (c, s.median)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }
@@ -497,11 +498,12 @@ fn plan(scale: &Scale, only: &[u8], fio_ok: bool) -> (Vec<u64>, Vec<Section>) {
 }
 
 /// The engines of section 7 (the warm row adds pread-loop).
-const TOKIO_ENGINES: [Engine; 7] = [
+const TOKIO_ENGINES: [Engine; 8] = [
     Engine::UringTokio,
     Engine::UringTokioBlockOn,
     Engine::TokioIoUring,
     Engine::TokioUringFs,
+    Engine::BareUringTokio,
     Engine::ThreadPoolTokio,
     Engine::Uring,
     Engine::Fio,
@@ -593,10 +595,14 @@ fn tokio_section(scale: &Scale, target: &mut impl FnMut(u64) -> usize, fio_ok: b
              tokio-io-uring: tokio 1.54's own io_uring fs (`tokio::fs::File`, `--cfg \
              tokio_unstable`; max_ios tasks with a File each, seek + read_exact into a Vec), \
              a program built apart (benches/tokio-io-uring); tokio-uring-fs: tokio-uring used \
-             directly (`File::read_exact_at`, max_ios tasks on `tokio_uring::start`); uring: \
+             directly (`File::read_exact_at`, max_ios tasks on `tokio_uring::start`); \
+             bare-uring-tokio: the floor of any io_uring engine that learns of completions from \
+             tokio's reactor, not a reader a user would write (one task, a ring and max_ios \
+             buffers: it submits each read as a buffer frees, takes completions itself and \
+             otherwise awaits the ring's descriptor, with no pool, stream or second task); uring: \
              pagestream-uring's own runtime; fio: io_uring, iodepth = max_ios. Random rows: \
              every block once in a seeded order (fio: randread, its random map). Sequential \
-             rows: io_combine_limit 16; fio, tokio-io-uring and tokio-uring-fs read 128 KiB \
+             rows: io_combine_limit 16; fio, tokio-io-uring, tokio-uring-fs and bare-uring-tokio read 128 KiB \
              requests, 16 in flight. The warm row compares with pread-loop (a plain read() \
              loop of 8 KiB; fio's io_uring engine reads cached data slowly). CPU µs/read: the \
              process's user + system CPU time over the timed section, every thread (tokio \
@@ -1680,6 +1686,50 @@ mod tests {
                 assert!(c.error.is_none(), "{} / {}", row.label, c.label);
             }
         }
+    }
+
+    /// References — fio and bare-uring-tokio, the floor of reading through
+    /// tokio's reactor — are never a row's best baseline, however fast.
+    #[test]
+    fn references_are_never_the_best_baseline() {
+        let run = |e: Engine, mib: f64| {
+            let cfg = cfg(e, Pattern::Random, Cache::Cold);
+            Cell {
+                label: e.name().into(),
+                runs: vec![RunResult {
+                    cfg: cfg.clone(),
+                    run: 0,
+                    blocks: 128,
+                    bytes: 1 << 20,
+                    seconds: 1.0 / mib,
+                    cpu_seconds: None,
+                    disk: None,
+                    steal_seconds: None,
+                    reads: None,
+                    mean_blocks_per_read: None,
+                    max_in_flight: None,
+                    checksum: None,
+                    resident_before: 0.0,
+                    extra: Default::default(),
+                }],
+                cfg,
+                error: None,
+            }
+        };
+        let row = Row::new(
+            "random",
+            1.0,
+            0,
+            vec![
+                run(Engine::UringTokio, 100.0),
+                run(Engine::TokioUringFs, 90.0),
+                run(Engine::BareUringTokio, 120.0),
+                run(Engine::Fio, 130.0),
+            ],
+        );
+        let (best, mib) = row.best_baseline().expect("a baseline ran");
+        assert_eq!(best.cfg.engine, Engine::TokioUringFs);
+        assert!((mib - 90.0).abs() < 1e-9, "{mib}");
     }
 
     /// Sparser bitmaps get larger files, within the scale's bounds, each a

@@ -84,6 +84,10 @@ pub enum Engine {
     /// tokio-uring used directly: `tokio_uring::fs::File::read_exact_at`
     /// into aligned buffers, `max_ios` tasks on a tokio-uring runtime.
     TokioUringFs,
+    /// The floor of a tokio program reading through io_uring: one task
+    /// submitting to a ring and awaiting its descriptor in tokio's reactor
+    /// ([`baselines::bare_uring_tokio`]).
+    BareUringTokio,
     /// The fio binary (io_uring), the device's ceiling.
     Fio,
     /// pagestream, object-store engine: range GETs of an object named by
@@ -109,13 +113,15 @@ impl Engine {
 
     /// The other engines of the report's io_uring-from-tokio section
     /// (beside [`Engine::UringTokio`], [`Engine::Uring`] and fio): the same
-    /// engine polled in `block_on`, the thread pool under tokio, and
-    /// tokio's and tokio-uring's own file reads. Not in [`ALL`](Engine::ALL).
-    pub const TOKIO: [Engine; 4] = [
+    /// engine polled in `block_on`, the thread pool under tokio,
+    /// tokio's and tokio-uring's own file reads, and the floor of reading
+    /// through io_uring from tokio's reactor. Not in [`ALL`](Engine::ALL).
+    pub const TOKIO: [Engine; 5] = [
         Engine::UringTokioBlockOn,
         Engine::ThreadPoolTokio,
         Engine::TokioIoUring,
         Engine::TokioUringFs,
+        Engine::BareUringTokio,
     ];
 
     /// The engine's command-line name.
@@ -134,6 +140,7 @@ impl Engine {
             Engine::GlommioStream => "glommio-stream",
             Engine::TokioIoUring => "tokio-io-uring",
             Engine::TokioUringFs => "tokio-uring-fs",
+            Engine::BareUringTokio => "bare-uring-tokio",
             Engine::Fio => "fio",
             Engine::ObjectStore => "object-store",
         }
@@ -169,6 +176,7 @@ impl Engine {
                 | Engine::UringTokioBlockOn
                 | Engine::ThreadPoolTokio
                 | Engine::TokioIoUring
+                | Engine::BareUringTokio
         )
     }
 
@@ -190,6 +198,13 @@ impl Engine {
     /// Whether this is pagestream (not a baseline).
     pub const fn is_pagestream(self) -> bool {
         self.runtime().is_some()
+    }
+
+    /// Whether this is a reference rather than a reader a user would write:
+    /// fio (the device's ceiling) and bare-uring-tokio (the floor of
+    /// io_uring through tokio's reactor). Never a row's best baseline.
+    pub const fn is_reference(self) -> bool {
+        matches!(self, Engine::Fio | Engine::BareUringTokio)
     }
 
     /// Whether the engine reads with O_DIRECT only.
@@ -218,7 +233,7 @@ impl FromStr for Engine {
                     "{s:?}: expected threadpool, tokio-uring, glommio, uring, uring-tokio, \
                      uring-tokio-blockon, threadpool-tokio (pagestream) or pread-loop, \
                      fadvise-prefetch, tokio-fs, glommio-stream, tokio-io-uring, tokio-uring-fs, \
-                     fio (baselines), or object-store (an object URL)"
+                     bare-uring-tokio, fio (baselines), or object-store (an object URL)"
                 )
             })
     }
@@ -719,8 +734,10 @@ pub fn check(cfg: &ScanConfig) -> Result<(), String> {
             "--nowait: an option of the threadpool, uring and uring-tokio engines, not of {e}"
         ));
     }
-    if matches!(e, Engine::TokioIoUring | Engine::TokioUringFs)
-        && cfg.direct
+    if matches!(
+        e,
+        Engine::TokioIoUring | Engine::TokioUringFs | Engine::BareUringTokio
+    ) && cfg.direct
         && cfg.cache == Cache::Hot
     {
         return Err(format!(
@@ -776,6 +793,7 @@ pub fn run_scan(
             Engine::TokioFs => baselines::tokio_fs(&cfg, target, blocks, run),
             Engine::GlommioStream => baselines::glommio_stream(&cfg, target, blocks, run),
             Engine::TokioUringFs => baselines::tokio_uring_fs(&cfg, target, blocks, run),
+            Engine::BareUringTokio => baselines::bare_uring_tokio(&cfg, target, blocks, run),
             Engine::TokioIoUring => tokio_io_uring::run(&cfg, target, blocks, run),
             Engine::Fio => fio::run(&cfg, target, run),
             _ => unreachable!("pagestream engines have a runtime"),

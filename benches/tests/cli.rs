@@ -51,12 +51,13 @@ const STREAM_ENGINES: [&str; 6] = [
     "uring-tokio-blockon",
     "threadpool-tokio",
 ];
-const BASELINES: [&str; 5] = [
+const BASELINES: [&str; 6] = [
     "pread-loop",
     "fadvise-prefetch",
     "tokio-fs",
     "glommio-stream",
     "tokio-uring-fs",
+    "bare-uring-tokio",
 ];
 
 fn checksums(file: &Path, pattern: &str, expect_blocks: u64) -> Vec<(String, u64)> {
