@@ -122,7 +122,10 @@ pub use plan::AdvicePolicy;
 pub use pool::{BufferPool, PoolBuilder, RingSize};
 pub use source::BlockSource;
 pub use stats::{EngineCounters, Limit, PoolStats, StreamStats};
-pub use stream::{ReadStream, StreamBuilder, YieldBudget, MAX_IOS, MAX_IO_COMBINE_LIMIT};
+pub use stream::{
+    ReadStream, StreamBuilder, YieldBudget, DEFAULT_BACKWARD_READAHEAD, MAX_IOS,
+    MAX_IO_COMBINE_LIMIT,
+};
 
 #[doc = include_str!("../../docs/design.md")]
 pub mod design {}

@@ -101,6 +101,9 @@ pub struct StreamStats {
     pub limited_by_frames: u64,
     /// Advice calls issued.
     pub advice: u64,
+    /// Read-ahead windows advised below a descending scan (see
+    /// `StreamBuilder::backward_readahead`); not counted in `advice`.
+    pub backward_readahead: u64,
     /// Blocks re-read alone after a combined read failed or was cancelled.
     pub retries: u64,
     /// Errors handed to the consumer.
@@ -171,6 +174,7 @@ impl StreamStats {
         self.limited_by_pin_budget += o.limited_by_pin_budget;
         self.limited_by_frames += o.limited_by_frames;
         self.advice += o.advice;
+        self.backward_readahead += o.backward_readahead;
         self.retries += o.retries;
         self.errors += o.errors;
     }
@@ -196,14 +200,15 @@ impl fmt::Display for StreamStats {
         )?;
         writeln!(
             f,
-            "I/O: reads={} (backward={} cached={}) blocks/read mean={:.2} max={}  in flight max={}  advice={}",
+            "I/O: reads={} (backward={} cached={}) blocks/read mean={:.2} max={}  in flight max={}  advice={} (windows below={})",
             self.reads,
             self.backward_reads,
             self.cached_reads,
             self.mean_blocks_per_read(),
             self.max_blocks_per_read,
             self.max_in_flight,
-            self.advice
+            self.advice,
+            self.backward_readahead
         )?;
         writeln!(
             f,

@@ -33,6 +33,10 @@ const DEFAULT_COMBINE: usize = 16;
 /// `max_ios` when neither the caller nor the engine chooses one.
 const DEFAULT_MAX_IOS: usize = 16;
 
+/// A descending scan's read-ahead window when the caller does not choose
+/// one ([`StreamBuilder::backward_readahead`]).
+pub const DEFAULT_BACKWARD_READAHEAD: u64 = 2 << 20;
+
 /// How long a stream may go on handing out items without giving its task
 /// back to the runtime; see [`StreamBuilder::yield_budget`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +194,7 @@ pub struct StreamBuilder<E: IoEngine, S> {
     ring: Option<RingSize>,
     advice: AdvicePolicy,
     backward_combining: bool,
+    backward_readahead: u64,
     fast_path: bool,
     full: bool,
     prefetch: bool,
@@ -206,6 +211,7 @@ impl<E: IoEngine, S> fmt::Debug for StreamBuilder<E, S> {
             .field("ring", &self.ring)
             .field("advice", &self.advice)
             .field("backward_combining", &self.backward_combining)
+            .field("backward_readahead", &self.backward_readahead)
             .field("fast_path", &self.fast_path)
             .field("full", &self.full)
             .field("short_last_page", &self.short_last_page)
@@ -229,6 +235,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             ring: None,
             advice: AdvicePolicy::Auto,
             backward_combining: true,
+            backward_readahead: DEFAULT_BACKWARD_READAHEAD,
             fast_path: true,
             full: false,
             prefetch: false,
@@ -270,6 +277,23 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     /// Combine descending runs into one read (default on).
     pub fn backward_combining(mut self, on: bool) -> Self {
         self.backward_combining = on;
+        self
+    }
+
+    /// A descending scan's own read-ahead, `bytes` of it (rounded down to
+    /// whole blocks; 0 turns it off; default
+    /// [`DEFAULT_BACKWARD_READAHEAD`]). The kernel reads ahead only above
+    /// an ascending reader; once this stream's reads go down a buffered
+    /// file one right below the other, it advises the window of `bytes`
+    /// below them, and the next window when the scan reaches the lower half
+    /// of the last, so the kernel reads a window ahead of the scan in large
+    /// requests. Only with an engine that takes advice
+    /// ([`EngineHints::advice`](crate::EngineHints::advice)), on a file the
+    /// kernel reads ahead for, and not under [`AdvicePolicy::Never`];
+    /// [`StreamStats::backward_readahead`](crate::StreamStats::backward_readahead)
+    /// counts the windows.
+    pub fn backward_readahead(mut self, bytes: u64) -> Self {
+        self.backward_readahead = bytes;
         self
     }
 
@@ -482,6 +506,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             cached_depth: hints.cached_reads.reads(),
             retry_blocks: hints.retry_blocks,
             segment_blocks,
+            backward_readahead: self.backward_readahead / pool.block_size as u64,
         };
         // This stream's claim on the pool: its whole pin budget (at most the
         // pool), registered once. Look-ahead may use what the other streams
@@ -728,6 +753,11 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
             req.set_advised(self.engine.advise(self.file, first * bs, n * bs));
         }
         self.engine.start_read(self.file, req);
+    }
+
+    fn advise(&mut self, first: BlockNumber, n: u64) -> bool {
+        let bs = self.shared.pool.block_size as u64;
+        self.engine.advise(self.file, first * bs, n * bs)
     }
 
     fn frames_available(&mut self, reader: bool) -> usize {

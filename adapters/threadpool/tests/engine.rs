@@ -916,3 +916,49 @@ fn only_regular_files_and_block_devices_open() {
     things.assert_refused(|p| ThreadPoolFile::open(p).map(drop));
     things.assert_refused(|p| ThreadPoolFile::open_direct(p, BS).map(drop));
 }
+
+/// Scans `file` from its last block down to block 0 with `readahead` bytes
+/// of backward read-ahead, verifying every page; returns the stats.
+fn scan_down(file: ThreadPoolFile, seed: u64, n: u64, readahead: u64) -> StreamStats {
+    let pool = BufferPool::new(1024, BS).unwrap();
+    let mut s = ReadStream::builder(&pool, ThreadPoolEngine::new(), file)
+        .backward_readahead(readahead)
+        .build(source::backward(0..n))
+        .unwrap();
+    block_on(async {
+        let mut want = n;
+        while let Some(page) = s.next().await {
+            want -= 1;
+            let page = page.expect("page");
+            assert_eq!(page.block(), want);
+            assert!(
+                stamp::check(seed, want, &page),
+                "block {want} has wrong bytes"
+            );
+        }
+        assert_eq!(want, 0, "blocks missing");
+    });
+    s.stats().clone()
+}
+
+/// A cold buffered scan down the file advises read-ahead windows below its
+/// reads (the kernel reads ahead only upwards), one per 1 MiB window here;
+/// O_DIRECT files and a window of 0 get none. Pages are right either way.
+#[test]
+fn a_buffered_backward_scan_reads_ahead_below_itself() {
+    let n = 2048; // 16 MiB
+    let f = stamped("backward-ra", 11, n);
+    let file = ThreadPoolFile::open(f.path()).unwrap();
+    evict(file.as_file());
+    let st = scan_down(file, 11, n, 1 << 20);
+    // 128 blocks a window, from a few reads below the top down to block 0.
+    assert!(
+        (14..=16).contains(&st.backward_readahead),
+        "windows below: {st}"
+    );
+    let file = ThreadPoolFile::open(f.path()).unwrap();
+    evict(file.as_file());
+    assert_eq!(scan_down(file, 11, n, 0).backward_readahead, 0);
+    let file = ThreadPoolFile::open_direct(f.path(), BS).unwrap();
+    assert_eq!(scan_down(file, 11, n, 1 << 20).backward_readahead, 0);
+}

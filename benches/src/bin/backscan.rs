@@ -92,6 +92,9 @@ options:
   --block-size SIZE   block size (default 8KiB)
   --ring SIZE|auto|off  ring (default auto: PostgreSQL 18's BULKREAD ring when
                       the file is larger than a quarter of the pool, as seqscan)
+  --backward-readahead SIZE  a descending scan's own read-ahead window, advised
+                      below its reads on buffered files (default 2MiB, the
+                      library's; 0 turns it off)
   --threads N         I/O threads (default 16)
   --nowait on|off     inline RWF_NOWAIT attempt for buffered reads (default on)
   --json              one JSON object per row (limit x direction x combining
@@ -174,6 +177,8 @@ struct Opts {
     block_size: usize,
     #[arg(long, default_value = "auto", value_parser = parse_ring)]
     ring: RingSetting,
+    #[arg(long, default_value_t = pagestream::DEFAULT_BACKWARD_READAHEAD, value_parser = parse_size)]
+    backward_readahead: u64,
     #[arg(long, default_value_t = pagestream_threadpool::DEFAULT_THREADS, value_parser = number::<usize>)]
     threads: usize,
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
@@ -613,6 +618,7 @@ impl Ctx {
             .max_ios(self.o.max_ios)
             .io_combine_limit(combine)
             .backward_combining(backward_combining)
+            .backward_readahead(self.o.backward_readahead)
             .ring(ring)
             .build(src)
             .map_err(io::Error::from)?;

@@ -90,6 +90,10 @@ pub(crate) trait Env<D> {
         descending: bool,
         advise: bool,
     );
+    /// Advice that the `n` blocks from `first` will be read soon, not tied
+    /// to a read (a descending scan's read-ahead window). Returns whether
+    /// the engine took it.
+    fn advise(&mut self, first: BlockNumber, n: u64) -> bool;
     /// Frames this stream may hold for look-ahead now. `reader`: whether
     /// the stream is reading blocks itself (its last look-ahead started a
     /// read) rather than following reads other streams make (it only found
@@ -140,6 +144,9 @@ pub(crate) struct PlanConfig {
     /// engine's [`crate::EngineHints::retry_blocks`]); else its error is
     /// every block's.
     pub(crate) retry_blocks: bool,
+    /// Blocks of a descending scan's own read-ahead window (see
+    /// [`Planner::read_ahead_below`]); 0: none.
+    pub(crate) backward_readahead: u64,
 }
 
 impl PlanConfig {
@@ -207,6 +214,13 @@ pub(crate) struct Planner<D> {
     ios_in_progress: usize,
     /// Block after the last forward read started (sequential detection).
     seq_next: Option<BlockNumber>,
+    /// First block of the last read started: a read ending right below it
+    /// continues a descending scan.
+    last_first: Option<BlockNumber>,
+    /// Reads in a row that each ended right below the one before.
+    descent: u32,
+    /// Lowest block a descending scan's read-ahead window has advised.
+    advised_low: Option<BlockNumber>,
     /// A block taken from the source but not yet queued (never set once
     /// the source has ended).
     stashed: Option<(BlockNumber, D)>,
@@ -264,6 +278,9 @@ impl<D> Planner<D> {
             distance,
             ios_in_progress: 0,
             seq_next: None,
+            last_first: None,
+            descent: 0,
+            advised_low: None,
             stashed: None,
             exhausted: false,
             handing: None,
@@ -668,8 +685,64 @@ impl<D> Planner<D> {
         } else {
             Some(first + n as u64)
         };
-        // Last: the planner's state is whole before engine code runs.
+        let window = self.read_ahead_below(first, n as u64);
+        // Last: the planner's state is whole before engine code runs (the
+        // window's advice after the read: the read's frames are its
+        // request's before any engine code runs).
         env.start_read(slot, first, run, descending, advise);
+        if let Some((low, len)) = window {
+            if env.advise(low, len) {
+                self.stats.backward_readahead += 1;
+            }
+        }
+    }
+
+    /// A descending scan's read-ahead, as the kernel's is for ascending
+    /// ones: the kernel reads ahead only above an ascending reader, so a
+    /// buffered scan going down a file would read it in requests of one
+    /// read each. Once two reads in a row each continue the one before
+    /// downwards (each ends right below the first block of the one before;
+    /// one such pair in a random order is chance, two in a row hardly), the
+    /// window of `backward_readahead` blocks below is advised; the next window is
+    /// advised when the scan reaches the lower half of the last one, so
+    /// the kernel stays a window ahead, and each block is advised once per
+    /// descent. Only where advice is taken and the kernel reads ahead
+    /// (buffered files; not under [`AdvicePolicy::Never`]). Returns the
+    /// window to advise (first block, blocks), recording it as advised.
+    fn read_ahead_below(&mut self, first: BlockNumber, n: u64) -> Option<(BlockNumber, u64)> {
+        let prev = self.last_first.replace(first);
+        let w = self.cfg.backward_readahead;
+        if w == 0
+            || !self.cfg.advice_possible
+            || !self.cfg.kernel_readahead
+            || self.cfg.advice == AdvicePolicy::Never
+        {
+            return None;
+        }
+        if prev != first.checked_add(n) {
+            // Not a descent: a new one starts its windows afresh.
+            self.descent = 0;
+            self.advised_low = None;
+            return None;
+        }
+        self.descent = self.descent.saturating_add(1);
+        if self.descent < 2 {
+            return None;
+        }
+        let top = match self.advised_low {
+            // The last window still reaches half a window below this read.
+            Some(low) if low <= first && first - low >= w / 2 => return None,
+            // Advised down to `low`, this read at or above it: go on below.
+            Some(low) if low <= first => low,
+            // The first window of this descent, or the scan overtook it.
+            _ => first,
+        };
+        if top == 0 {
+            return None;
+        }
+        let low = top.saturating_sub(w);
+        self.advised_low = Some(low);
+        Some((low, top - low))
     }
 
     /// Makes the head entry ready if it can, starting what it needs.
@@ -958,6 +1031,9 @@ impl<D> Planner<D> {
         self.exhausted = false;
         self.in_fast_path = false;
         self.seq_next = None;
+        self.last_first = None;
+        self.descent = 0;
+        self.advised_low = None;
         self.distance = self.cfg.start_distance();
         self.last_cached = false;
         // Last: the user's data.

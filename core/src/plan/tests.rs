@@ -69,6 +69,9 @@ struct Sim {
     cached_reads: bool,
     /// LCG state for which cached completions are not.
     flip: u64,
+    /// Advice not tied to a read (read-ahead windows): (first block, blocks,
+    /// reads started before it).
+    advised: Vec<(u64, u64, usize)>,
 }
 
 impl Sim {
@@ -96,6 +99,7 @@ impl Sim {
             violations: Vec::new(),
             cached_reads: false,
             flip: 1,
+            advised: Vec::new(),
         };
         for &b in cached {
             if b < nblocks && !s.map.contains_key(&b) {
@@ -248,6 +252,17 @@ impl Env<usize> for Sim {
         self.in_flight.push(SimRead { slot, frames });
         self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
     }
+    fn advise(&mut self, first: u64, n: u64) -> bool {
+        if n == 0 || first + n > self.nblocks {
+            self.violations.push(format!(
+                "advice for blocks {first}..{} of {}",
+                first + n,
+                self.nblocks
+            ));
+        }
+        self.advised.push((first, n, self.reads.len()));
+        true
+    }
     fn frames_available(&mut self, _reader: bool) -> usize {
         self.avail
     }
@@ -268,6 +283,7 @@ fn cfg(max_ios: usize, combine: usize, backward: bool, full: bool) -> PlanConfig
         full_look_ahead: false,
         segment_blocks: 0,
         retry_blocks: true,
+        backward_readahead: 0,
     }
 }
 
@@ -768,5 +784,113 @@ fn huge_cached_depth_is_clamped_and_scans() {
             }
         }
         assert_eq!(out, n, "depth {depth}");
+    }
+}
+
+/// A planner config that advises (a buffered file, an engine that takes
+/// advice) with a backward read-ahead window of `window` blocks.
+fn advising(combine: usize, backward: bool, window: u64) -> PlanConfig {
+    PlanConfig {
+        advice_possible: true,
+        backward_readahead: window,
+        ..cfg(16, combine, backward, false)
+    }
+}
+
+/// A cold scan down the whole file, with and without backward combining:
+/// its read-ahead windows go down the file one below the other, each
+/// advised once, before the scan's reads reach it, and together they cover
+/// everything below the first reads.
+#[test]
+fn a_descending_scan_advises_its_windows_ahead_of_its_reads() {
+    for (combine, backward) in [(16, true), (8, true), (16, false)] {
+        let n = 2000u64;
+        let window = 128u64;
+        let seq: Vec<u64> = (0..n).rev().collect();
+        let o = drive(&seq, n, &[], advising(combine, backward, window), 1, 7, 0);
+        assert_eq!(o.out, oracle(&seq, n));
+        assert!(o.sim.violations.is_empty(), "{:?}", o.sim.violations);
+        let adv = &o.sim.advised;
+        assert!(!adv.is_empty(), "combine {combine}: no window advised");
+        // Each window right below the one before, none larger than asked.
+        for w in adv.windows(2) {
+            assert_eq!(w[1].0 + w[1].1, w[0].0, "windows {w:?} not adjacent");
+        }
+        assert!(adv.iter().all(|a| a.1 <= window), "{adv:?}");
+        assert_eq!(adv.last().map(|a| a.0), Some(0), "down to block 0: {adv:?}");
+        // Coverage: from the first window's top down to 0, each block once.
+        let covered: u64 = adv.iter().map(|a| a.1).sum();
+        assert_eq!(covered, adv[0].0 + adv[0].1);
+        assert!(
+            covered >= n - 3 * combine as u64,
+            "combine {combine}: windows cover {covered} of {n} blocks"
+        );
+        // Ahead of the scan: when a window was advised, every read so far
+        // lay above it.
+        for &(low, len, started) in adv {
+            for r in &o.sim.reads[..started] {
+                assert!(
+                    r.0 >= low + len,
+                    "read {r:?} reached window {low}+{len} first"
+                );
+            }
+        }
+        // Windows are advised half a window ahead: no read starts below
+        // the lowest window advised before it.
+        for (i, r) in o.sim.reads.iter().enumerate() {
+            let low = adv.iter().filter(|a| a.2 <= i).map(|a| a.0).min();
+            if let Some(low) = low {
+                assert!(
+                    r.0 >= low,
+                    "read {i} {r:?} below every window advised ({low})"
+                );
+            }
+        }
+    }
+}
+
+/// No window where it cannot help or was not asked for: ascending and
+/// random scans, advice off or not taken, no kernel read-ahead, a window
+/// of 0.
+#[test]
+fn no_read_ahead_window_unless_a_scan_descends_with_advice() {
+    let n = 1000u64;
+    let down: Vec<u64> = (0..n).rev().collect();
+    let up: Vec<u64> = (0..n).collect();
+    let mut random = up.clone();
+    crate::testing::SplitMix::new(3).shuffle(&mut random);
+    let cases: Vec<(&str, &[u64], PlanConfig)> = vec![
+        ("ascending", &up, advising(16, true, 128)),
+        ("random", &random, advising(1, true, 128)),
+        ("no window", &down, advising(16, true, 0)),
+        (
+            "advice not taken",
+            &down,
+            PlanConfig {
+                advice_possible: false,
+                ..advising(16, true, 128)
+            },
+        ),
+        (
+            "advice never",
+            &down,
+            PlanConfig {
+                advice: AdvicePolicy::Never,
+                ..advising(16, true, 128)
+            },
+        ),
+        (
+            "no kernel read-ahead",
+            &down,
+            PlanConfig {
+                kernel_readahead: false,
+                ..advising(16, true, 128)
+            },
+        ),
+    ];
+    for (name, seq, c) in cases {
+        let o = drive(seq, n, &[], c, 1, 5, 0);
+        assert_eq!(o.out, oracle(seq, n), "{name}");
+        assert!(o.sim.advised.is_empty(), "{name}: {:?}", o.sim.advised);
     }
 }
