@@ -395,14 +395,18 @@ pub fn tokio_uring_fs(
     })
 }
 
-/// The reads a `bare-uring-tokio` run has handed to the kernel, with the
-/// ring and the buffers they read into. Its drop waits for every read still
-/// in flight before the buffers go (a read that failed the scan, or a panic,
+/// The reads a `bare-uring-tokio` run has handed to the ring, with the ring,
+/// the file and the buffers they read into. Its drop waits for every read
+/// still in flight (submitting any a failed `submit` left queued) before
+/// the buffers and the file go (a read that failed the scan, or a panic,
 /// leaves some), and leaks the buffers if the kernel refuses to wait.
 struct BareRing {
     ring: io_uring::IoUring,
     bufs: Vec<AlignedBuf>,
     in_flight: usize,
+    /// Dropped after `drop` has waited: a read still queued names its
+    /// descriptor.
+    file: std::fs::File,
 }
 
 impl Drop for BareRing {
@@ -424,12 +428,13 @@ impl Drop for BareRing {
     }
 }
 
-/// The ring's descriptor, as tokio's reactor sees it.
-struct RingFd(std::os::fd::RawFd);
+/// The ring's descriptor as tokio's reactor sees it: a duplicate it owns,
+/// open for as long as it is registered whenever the ring is closed.
+struct RingFd(std::os::fd::OwnedFd);
 
 impl AsRawFd for RingFd {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.0
+        self.0.as_raw_fd()
     }
 }
 
@@ -482,22 +487,25 @@ pub fn bare_uring_tokio(
         // A fresh allocation is mapped lazily: fault it in before the timing.
         b.as_mut_slice().fill(1);
     }
+    let ring = io_uring::IoUring::new(entries)?;
+    // SAFETY: the ring's descriptor is open for as long as `ring`, alive
+    // here.
+    let ring_fd =
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(ring.as_raw_fd()) }.try_clone_to_owned()?;
     let mut state = BareRing {
-        ring: io_uring::IoUring::new(entries)?,
+        ring,
         bufs,
         in_flight: 0,
+        file,
     };
     let resident = target.prepare(cfg.cache, cfg.direct)?;
     let reads = requests.len() as u64;
     let timer = Timer::start(target);
     let scan = async move {
-        let fd = file.as_raw_fd();
-        // SAFETY: the ring's descriptor stays open while `afd` is
-        // registered: `state` owns the ring and is dropped after `afd`
-        // (declared before it, in this block or its caller).
-        let afd = unsafe {
-            AsyncFd::register_with_interest(RingFd(state.ring.as_raw_fd()), Interest::READABLE)
-        }?;
+        // SAFETY: the registered descriptor is `ring_fd`, which the
+        // `AsyncFd` owns: it stays open until the `AsyncFd` is dropped,
+        // after tokio deregistered it.
+        let afd = unsafe { AsyncFd::register_with_interest(RingFd(ring_fd), Interest::READABLE) }?;
         // Which request each buffer is reading.
         let mut reading = vec![0usize; depth];
         let mut free: Vec<usize> = (0..depth).rev().collect();
@@ -508,7 +516,8 @@ pub fn bare_uring_tokio(
                 let Some(i) = free.pop() else { break };
                 let (b, n) = requests[next];
                 let buf = state.bufs[i].as_mut_slice();
-                let sqe = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), (n * bs) as u32)
+                let fd = types::Fd(state.file.as_raw_fd());
+                let sqe = opcode::Read::new(fd, buf.as_mut_ptr(), (n * bs) as u32)
                     .offset(b * bs as u64)
                     .build()
                     .user_data(i as u64);
@@ -516,8 +525,7 @@ pub fn bare_uring_tokio(
                 // uses until its completion is taken (it is off `free`), and
                 // which `state` keeps until every read in flight completed
                 // (`BareRing`'s drop, on every path out of this task, a
-                // panic's too). The kernel holds its own reference to the
-                // file for each read.
+                // panic's too), and so does the file the read names.
                 unsafe { state.ring.submission().push(&sqe) }
                     .map_err(|_| io::Error::other("bare-uring-tokio: submission queue full"))?;
                 state.in_flight += 1;
@@ -561,14 +569,15 @@ pub fn bare_uring_tokio(
             }
         }
         drop(afd);
-        Ok::<_, io::Error>((ck, state, file))
+        Ok::<_, io::Error>((ck, state))
     };
-    let (ck, state, file) = rt
-        .block_on(rt.spawn(scan))
-        .map_err(|e| io::Error::other(format!("bare-uring-tokio: the scan task failed: {e}")))??;
+    let (ck, state) = match rt.block_on(rt.spawn(scan)) {
+        Ok(done) => done?,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => return Err(io::Error::other(format!("bare-uring-tokio: {e}"))),
+    };
     let timed = timer.stop();
     drop(state);
-    drop(file);
     let mut r = RunResult::from_checksum(cfg, run, ck, timed, resident);
     r.reads = Some(reads);
     r.mean_blocks_per_read = Some(ck.pages as f64 / reads.max(1) as f64);

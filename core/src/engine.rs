@@ -492,10 +492,13 @@ pub trait IoEngine {
     }
 
     /// Advice: the `len` bytes at `offset` will be read soon (whole
-    /// blocks). The stream advises a read right before starting it, and
-    /// only if [`EngineHints::advice`] is set. Returns whether the advice
-    /// was taken: the read then starts with
-    /// [`ReadRequest::is_advised`] set. Default: not taken.
+    /// blocks). Asked only if [`EngineHints::advice`] is set: for a read,
+    /// right before starting it (if the advice was taken, the read starts
+    /// with [`ReadRequest::is_advised`] set), and for a descending scan's
+    /// read-ahead window below its reads, after the read that reached it
+    /// has started (see
+    /// [`StreamBuilder::backward_readahead`](crate::StreamBuilder::backward_readahead)).
+    /// Returns whether the advice was taken. Default: not taken.
     fn advise(&self, file: &Self::File, offset: u64, len: u64) -> bool {
         let _ = (file, offset, len);
         false

@@ -283,15 +283,19 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     /// A descending scan's own read-ahead, `bytes` of it (rounded down to
     /// whole blocks; 0 turns it off; default
     /// [`DEFAULT_BACKWARD_READAHEAD`]). The kernel reads ahead only above
-    /// an ascending reader; once this stream's reads go down a buffered
-    /// file one right below the other, it advises the window of `bytes`
-    /// below them, and the next window when the scan reaches the lower half
-    /// of the last, so the kernel reads a window ahead of the scan in large
-    /// requests. Only with an engine that takes advice
-    /// ([`EngineHints::advice`](crate::EngineHints::advice)), on a file the
-    /// kernel reads ahead for, and not under [`AdvicePolicy::Never`];
+    /// an ascending reader; once three of this stream's reads in a row go
+    /// down a buffered file, each right below the one before, it advises
+    /// the window of `bytes` below them, and the next window when a read
+    /// reaches the lower half of the last, so the kernel reads a window
+    /// ahead of the scan in large requests. Only with an engine that takes
+    /// advice ([`EngineHints::advice`](crate::EngineHints::advice)) and
+    /// `max_ios` above 0, on a file the kernel reads ahead for, not under
+    /// [`AdvicePolicy::Never`], and for a window larger than two reads;
     /// [`StreamStats::backward_readahead`](crate::StreamStats::backward_readahead)
-    /// counts the windows.
+    /// counts the windows. The advice is given on the thread that polls the
+    /// stream, after the read that triggers it has started (the thread-pool
+    /// engine's is a `posix_fadvise`, which may wait briefly to allocate the
+    /// window's pages and queue its I/O).
     pub fn backward_readahead(mut self, bytes: u64) -> Self {
         self.backward_readahead = bytes;
         self

@@ -705,21 +705,24 @@ impl<D> Planner<D> {
     /// one such pair in a random order is chance, two in a row hardly), the
     /// window of `backward_readahead` blocks below is advised; the next window is
     /// advised when the scan reaches the lower half of the last one, so
-    /// the kernel stays a window ahead, and each block is advised once per
-    /// descent. Only where advice is taken and the kernel reads ahead
-    /// (buffered files; not under [`AdvicePolicy::Never`]). Returns the
-    /// window to advise (first block, blocks), recording it as advised.
+    /// the kernel stays a window ahead, each window once per descent. Only
+    /// where advice is taken and the kernel reads ahead (buffered files;
+    /// not under [`AdvicePolicy::Never`]), and for a window larger than two
+    /// reads. Returns the window to advise (first block, blocks), recording
+    /// it as advised.
     fn read_ahead_below(&mut self, first: BlockNumber, n: u64) -> Option<(BlockNumber, u64)> {
         let prev = self.last_first.replace(first);
         let w = self.cfg.backward_readahead;
-        if w == 0
+        // A window no larger than two full-sized reads adds nothing to the
+        // reads' own advice.
+        if w <= 2 * self.cfg.combine as u64
             || !self.cfg.advice_possible
             || !self.cfg.kernel_readahead
             || self.cfg.advice == AdvicePolicy::Never
         {
             return None;
         }
-        if prev != first.checked_add(n) {
+        if prev.is_none() || prev != first.checked_add(n) {
             // Not a descent: a new one starts its windows afresh.
             self.descent = 0;
             self.advised_low = None;

@@ -472,10 +472,16 @@ proptest! {
         full_look_ahead in any::<bool>(),
         hold in 0usize..4,
         seed in any::<u64>(),
+        window in prop::sample::select(vec![0u64, 4, 9, 32]),
     ) {
         let nblocks = 64; // some blocks of `sequences` are past the end
+        // With a window, advice is taken (a buffered file): read-ahead
+        // windows below descending runs, which the simulation checks lie
+        // inside the file.
         let c = PlanConfig {
             full_look_ahead,
+            advice_possible: window > 0,
+            backward_readahead: window,
             ..cfg(max_ios, combine, backward, full)
         };
         let o = drive(&seq, nblocks, &cached, c, hold, seed, 0);
@@ -893,4 +899,56 @@ fn no_read_ahead_window_unless_a_scan_descends_with_advice() {
         assert_eq!(o.out, oracle(seq, n), "{name}");
         assert!(o.sim.advised.is_empty(), "{name}: {:?}", o.sim.advised);
     }
+}
+
+/// A reset forgets the descent: the next reads start a new one (a window
+/// only after three reads in a row go down again), wherever the old one's
+/// windows had reached.
+#[test]
+fn reset_forgets_the_descent() {
+    let n = 1000u64;
+    let seq: Vec<u64> = (0..n).rev().collect();
+    let mut sim = Sim::new(&seq, n, &[], 10_000, 8);
+    let mut p: Planner<usize> = Planner::new(advising(8, true, 64));
+    let mut out = 0;
+    while out < 200 {
+        match p.prepare_head(&mut sim) {
+            Head::Ready => {
+                let e = p.pop(&mut sim);
+                sim.unpin(e.frame);
+                out += 1;
+            }
+            Head::WaitRead | Head::WaitFrame(_) => {
+                let (slot, r) = sim.complete(0, true);
+                p.read_done(slot, r);
+            }
+            Head::End | Head::Exhausted => unreachable!(),
+        }
+    }
+    assert!(!sim.advised.is_empty(), "a window before the reset");
+    assert!(p.advised_low.is_some() && p.descent >= 2);
+    p.reset(&mut sim);
+    assert_eq!((p.last_first, p.descent, p.advised_low), (None, 0, None));
+}
+
+/// A window no larger than two reads is not advised: the reads' own advice
+/// covers as much.
+#[test]
+fn a_window_as_small_as_the_reads_is_not_advised() {
+    let n = 1000u64;
+    let seq: Vec<u64> = (0..n).rev().collect();
+    for window in [1u64, 16, 32] {
+        let o = drive(&seq, n, &[], advising(16, true, window), 1, 2, 0);
+        assert_eq!(o.out, oracle(&seq, n));
+        assert!(
+            o.sim.advised.is_empty(),
+            "window {window}: {:?}",
+            o.sim.advised
+        );
+    }
+    let o = drive(&seq, n, &[], advising(16, true, 33), 1, 2, 0);
+    assert!(
+        !o.sim.advised.is_empty(),
+        "a window of 33 blocks over reads of 16"
+    );
 }
