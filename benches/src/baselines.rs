@@ -291,6 +291,22 @@ pub fn glommio_stream(
     })
 }
 
+/// The requests of the baselines that read through io_uring themselves,
+/// (first block, blocks) each: a forward scan's blocks (0..n) in requests
+/// of `io_combine_limit` blocks (fio's `bs`, pagestream's combined reads),
+/// the other patterns' one block a request. Returns them with the blocks
+/// per request and how many requests are in flight at most.
+fn requests(cfg: &ScanConfig, blocks: &[u64]) -> (Vec<(u64, usize)>, usize, usize) {
+    let per = if cfg.pattern == crate::pattern::Pattern::Forward {
+        cfg.combine.max(1)
+    } else {
+        1
+    };
+    let requests: Vec<(u64, usize)> = blocks.chunks(per).map(|c| (c[0], c.len())).collect();
+    let depth = cfg.max_ios.max(1).min(requests.len().max(1));
+    (requests, per, depth)
+}
+
 /// `tokio-uring-fs`: see the module docs. tokio-uring's runtime panics
 /// where io_uring is unavailable, so the ring is probed first
 /// (`pagestream_uring::probe`, an error naming the cause).
@@ -300,20 +316,12 @@ pub fn tokio_uring_fs(
     blocks: &[u64],
     run: usize,
 ) -> io::Result<RunResult> {
-    use crate::pattern::Pattern;
     use std::cell::Cell;
     use std::rc::Rc;
     use tokio_uring::buf::BoundedBuf;
     pagestream_uring::probe()?;
     let bs = cfg.block_size;
-    // Requests: (first block, blocks). A forward scan's blocks are 0..n.
-    let per = if cfg.pattern == Pattern::Forward {
-        cfg.combine.max(1)
-    } else {
-        1
-    };
-    let requests: Vec<(u64, usize)> = blocks.chunks(per).map(|c| (c[0], c.len())).collect();
-    let depth = cfg.max_ios.max(1).min(requests.len().max(1));
+    let (requests, per, depth) = requests(cfg, blocks);
     std::thread::scope(|s| {
         s.spawn(|| -> io::Result<RunResult> {
             let requests = Rc::new(requests);
@@ -453,19 +461,12 @@ pub fn bare_uring_tokio(
     blocks: &[u64],
     run: usize,
 ) -> io::Result<RunResult> {
-    use crate::pattern::Pattern;
     use io_uring::{opcode, types};
     use tokio::io::unix::AsyncFd;
     use tokio::io::Interest;
     pagestream_uring::probe()?;
     let bs = cfg.block_size;
-    let per = if cfg.pattern == Pattern::Forward {
-        cfg.combine.max(1)
-    } else {
-        1
-    };
-    let requests: Vec<(u64, usize)> = blocks.chunks(per).map(|c| (c[0], c.len())).collect();
-    let depth = cfg.max_ios.max(1).min(requests.len().max(1));
+    let (requests, per, depth) = requests(cfg, blocks);
     let mut oo = std::fs::OpenOptions::new();
     oo.read(true);
     if cfg.direct {

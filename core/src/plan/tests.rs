@@ -616,6 +616,26 @@ proptest! {
     }
 }
 
+/// One turn of a consumer that waits for the oldest read: hands out the
+/// head page (and drops it) if it is ready, else completes the oldest read
+/// in flight. `Some(true)`: a page was handed out; `None`: the end.
+fn step(p: &mut Planner<usize>, sim: &mut Sim) -> Option<bool> {
+    match p.prepare_head(sim) {
+        Head::Ready => {
+            let e = p.pop(sim);
+            sim.unpin(e.frame);
+            Some(true)
+        }
+        Head::WaitRead | Head::WaitFrame(_) => {
+            let (slot, r) = sim.complete(0, true);
+            p.read_done(slot, r);
+            Some(false)
+        }
+        Head::End => None,
+        Head::Exhausted => unreachable!("the simulated pool never runs out"),
+    }
+}
+
 /// A buffered scan whose reads are mostly served from the page cache (kernel
 /// read-ahead ahead of it; one in sixteen not), completing at random moments,
 /// keeps issuing full-sized reads: the pending read grows to the combine
@@ -644,18 +664,9 @@ fn warm_scan_reads_are_full_sized() {
             if drained {
                 p.look_ahead(&mut sim);
             }
-            match p.prepare_head(&mut sim) {
-                Head::Ready => {
-                    let e = p.pop(&mut sim);
-                    sim.unpin(e.frame);
-                    out += 1;
-                }
-                Head::WaitRead | Head::WaitFrame(_) => {
-                    let (slot, r) = sim.complete(0, true);
-                    p.read_done(slot, r);
-                }
-                Head::End => break,
-                Head::Exhausted => unreachable!(),
+            match step(&mut p, &mut sim) {
+                Some(page) => out += u64::from(page),
+                None => break,
             }
         }
         assert_eq!(out, n);
@@ -685,21 +696,9 @@ fn distance_ramps_by_doubling() {
     let mut sim = Sim::new(&seq, 2000, &[], 10_000, 16);
     let mut p: Planner<usize> = Planner::new(cfg(8, 16, true, false));
     let mut seen = Vec::new();
-    loop {
-        match p.prepare_head(&mut sim) {
-            Head::Ready => {
-                let e = p.pop(&mut sim);
-                sim.unpin(e.frame);
-                if seen.last() != Some(&p.distance()) {
-                    seen.push(p.distance());
-                }
-            }
-            Head::WaitRead | Head::WaitFrame(_) => {
-                let (slot, r) = sim.complete(0, true);
-                p.read_done(slot, r);
-            }
-            Head::End => break,
-            Head::Exhausted => unreachable!(),
+    while let Some(page) = step(&mut p, &mut sim) {
+        if page && seen.last() != Some(&p.distance()) {
+            seen.push(p.distance());
         }
     }
     assert_eq!(&seen[..5], &[2, 4, 8, 16, 32], "ramp: {seen:?}");
@@ -912,18 +911,7 @@ fn reset_forgets_the_descent() {
     let mut p: Planner<usize> = Planner::new(advising(8, true, 64));
     let mut out = 0;
     while out < 200 {
-        match p.prepare_head(&mut sim) {
-            Head::Ready => {
-                let e = p.pop(&mut sim);
-                sim.unpin(e.frame);
-                out += 1;
-            }
-            Head::WaitRead | Head::WaitFrame(_) => {
-                let (slot, r) = sim.complete(0, true);
-                p.read_done(slot, r);
-            }
-            Head::End | Head::Exhausted => unreachable!(),
-        }
+        out += usize::from(step(&mut p, &mut sim).expect("1000 blocks to go"));
     }
     assert!(!sim.advised.is_empty(), "a window before the reset");
     assert!(p.advised_low.is_some() && p.descent >= 2);
