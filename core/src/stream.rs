@@ -34,7 +34,11 @@ const DEFAULT_COMBINE: usize = 16;
 const DEFAULT_MAX_IOS: usize = 16;
 
 /// A descending scan's read-ahead window when the caller does not choose
-/// one ([`StreamBuilder::backward_readahead`]).
+/// one ([`StreamBuilder::backward_readahead`]): what the stream keeps in
+/// flight by default (16 reads of 128 KiB). A window as large as the
+/// kernel's read-ahead can be (`read_ahead_kb` of 8 MiB) made scans of
+/// single blocks about a tenth faster and scans of 128 KiB reads about a
+/// tenth slower than this one.
 pub const DEFAULT_BACKWARD_READAHEAD: u64 = 2 << 20;
 
 /// How long a stream may go on handing out items without giving its task

@@ -1026,7 +1026,13 @@ mod tests {
         assert_eq!(o.modes, [false, true]);
         assert_eq!(o.combining, [false, true]);
         assert!(!o.json);
+        assert_eq!(o.backward_readahead, pagestream::DEFAULT_BACKWARD_READAHEAD);
         assert!(parse(&["--help"]).unwrap().is_none());
+        let o = parse(&["--backward-readahead", "8MiB"]).unwrap().unwrap();
+        assert_eq!(o.backward_readahead, 8 << 20);
+        let o = parse(&["--backward-readahead=0"]).unwrap().unwrap();
+        assert_eq!(o.backward_readahead, 0);
+        assert!(parse(&["--backward-readahead", "lots"]).is_err());
     }
 
     #[test]
