@@ -739,22 +739,75 @@ fn short_object(file: &FileInner, range: &std::ops::Range<u64>, now: u64) -> io:
     )
 }
 
+/// The `io::ErrorKind` of an object_store error. A `Generic` error is
+/// classified by the object_store error it wraps, if it wraps one: a GET
+/// whose body failed and was retried reports the 404 of a vanished object
+/// as `Generic` around `NotFound`.
+fn error_kind(e: &object_store::Error) -> io::ErrorKind {
+    match e {
+        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+        object_store::Error::Precondition { .. } => io::ErrorKind::InvalidData,
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
+        object_store::Error::Generic { source, .. } => source
+            .downcast_ref::<object_store::Error>()
+            .map_or(io::ErrorKind::Other, error_kind),
+        _ => io::ErrorKind::Other,
+    }
+}
+
 /// An object_store error as an `io::Error` naming the object and range.
 pub(crate) fn store_error(
     name: &str,
     range: Option<&std::ops::Range<u64>>,
     e: object_store::Error,
 ) -> io::Error {
-    let kind = match &e {
-        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
-        object_store::Error::Precondition { .. } => io::ErrorKind::InvalidData,
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
-        _ => io::ErrorKind::Other,
-    };
+    let kind = error_kind(&e);
     let what = match range {
         Some(r) => format!("GET bytes {}..{}", r.start, r.end),
         None => "HEAD".to_owned(),
     };
     io::Error::new(kind, format!("{name}: {what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A vanished object's 404 that object_store wraps in `Generic` (a GET
+    /// whose body failed and was retried) is still `NotFound`; other
+    /// wrapped store errors keep their kinds, anything else is `Other`.
+    #[test]
+    fn a_wrapped_store_error_keeps_its_kind() {
+        let not_found = || object_store::Error::NotFound {
+            path: "t".into(),
+            source: "404 Not Found".into(),
+        };
+        let wrap = |e: object_store::Error| object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(e),
+        };
+        let e = store_error("s3://b/t", Some(&(0..8192)), wrap(not_found()));
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        assert!(
+            e.to_string().starts_with("s3://b/t: GET bytes 0..8192: "),
+            "{e}"
+        );
+        let twice = store_error("s3://b/t", None, wrap(wrap(not_found())));
+        assert_eq!(twice.kind(), io::ErrorKind::NotFound, "{twice}");
+        let denied = object_store::Error::PermissionDenied {
+            path: "t".into(),
+            source: "403 Forbidden".into(),
+        };
+        let e = store_error("s3://b/t", None, wrap(denied));
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        let reset = object_store::Error::Generic {
+            store: "S3",
+            source: "connection reset".into(),
+        };
+        assert_eq!(
+            store_error("s3://b/t", None, reset).kind(),
+            io::ErrorKind::Other
+        );
+    }
 }
