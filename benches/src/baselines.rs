@@ -307,6 +307,23 @@ fn requests(cfg: &ScanConfig, blocks: &[u64]) -> (Vec<(u64, usize)>, usize, usiz
     (requests, per, depth)
 }
 
+/// `r` with what a baseline of [`requests`] did: `reads` requests of
+/// `request_bytes`, at most `depth` in flight, from `tasks` tasks.
+fn with_requests(
+    mut r: RunResult,
+    reads: u64,
+    depth: usize,
+    tasks: usize,
+    request_bytes: usize,
+) -> RunResult {
+    r.reads = Some(reads);
+    r.mean_blocks_per_read = Some(r.blocks as f64 / reads.max(1) as f64);
+    r.max_in_flight = Some(depth as u64);
+    r.extra.insert("tasks".into(), json!(tasks));
+    r.extra.insert("request_bytes".into(), json!(request_bytes));
+    r
+}
+
 /// `tokio-uring-fs`: see the module docs. tokio-uring's runtime panics
 /// where io_uring is unavailable, so the ring is probed first
 /// (`pagestream_uring::probe`, an error naming the cause).
@@ -389,13 +406,8 @@ pub fn tokio_uring_fs(
                     ck.merge(c);
                     reads += n;
                 }
-                let mut r = RunResult::from_checksum(cfg, run, ck, timer.stop(), resident);
-                r.reads = Some(reads);
-                r.mean_blocks_per_read = Some(ck.pages as f64 / reads.max(1) as f64);
-                r.max_in_flight = Some(depth as u64);
-                r.extra.insert("tasks".into(), json!(depth));
-                r.extra.insert("request_bytes".into(), json!(bs * per));
-                Ok(r)
+                let r = RunResult::from_checksum(cfg, run, ck, timer.stop(), resident);
+                Ok(with_requests(r, reads, depth, depth, bs * per))
             })
         })
         .join()
@@ -579,12 +591,13 @@ pub fn bare_uring_tokio(
     };
     let timed = timer.stop();
     drop(state);
-    let mut r = RunResult::from_checksum(cfg, run, ck, timed, resident);
-    r.reads = Some(reads);
-    r.mean_blocks_per_read = Some(ck.pages as f64 / reads.max(1) as f64);
-    r.max_in_flight = Some(depth as u64);
-    r.extra.insert("tasks".into(), json!(1));
-    r.extra.insert("request_bytes".into(), json!(bs * per));
+    let mut r = with_requests(
+        RunResult::from_checksum(cfg, run, ck, timed, resident),
+        reads,
+        depth,
+        1,
+        bs * per,
+    );
     r.extra.insert("workers".into(), json!(cfg.workers));
     Ok(r)
 }

@@ -420,7 +420,7 @@ pub fn headline_table(sections: &[Section]) -> String {
             let _ = write!(line, " {} |", mib(of(e)));
         }
         let best = cells()
-            .filter(|c| !c.cfg.engine.is_pagestream() && !c.cfg.engine.is_reference())
+            .filter(|c| c.cfg.engine.is_baseline())
             .filter_map(|c| c.spread().map(|s| (c, s.median)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
         let _ = writeln!(

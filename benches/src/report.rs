@@ -139,7 +139,7 @@ impl Row {
     pub fn best_baseline(&self) -> Option<(&Cell, f64)> {
         self.cells
             .iter()
-            .filter(|c| !c.cfg.engine.is_pagestream() && !c.cfg.engine.is_reference())
+            .filter(|c| c.cfg.engine.is_baseline())
             .filter_map(|c| c.spread().map(|s| (c, s.median)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }

@@ -207,6 +207,12 @@ impl Engine {
         matches!(self, Engine::Fio | Engine::BareUringTokio)
     }
 
+    /// Whether this is a baseline: a reader a user would write instead of
+    /// pagestream, which a row's best baseline is chosen from.
+    pub const fn is_baseline(self) -> bool {
+        !self.is_pagestream() && !self.is_reference()
+    }
+
     /// Whether the engine reads with O_DIRECT only.
     pub const fn direct_only(self) -> bool {
         matches!(self, Engine::Glommio | Engine::GlommioStream)

@@ -757,8 +757,7 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         // cancelled, so no frame is left in IO with no read to end it.
         let mut req = ReadRequest::new(Arc::clone(self.shared), slot, first, frames, descending);
         if advise {
-            let bs = self.shared.pool.block_size as u64;
-            req.set_advised(self.engine.advise(self.file, first * bs, n * bs));
+            req.set_advised(self.advise(first, n));
         }
         self.engine.start_read(self.file, req);
     }

@@ -145,7 +145,8 @@ pub(crate) struct PlanConfig {
     /// every block's.
     pub(crate) retry_blocks: bool,
     /// Blocks of a descending scan's own read-ahead window (see
-    /// [`Planner::read_ahead_below`]); 0: none.
+    /// [`Planner::read_ahead_below`]); 0: none (`Planner::new` makes it 0
+    /// where no window applies).
     pub(crate) backward_readahead: u64,
 }
 
@@ -212,11 +213,11 @@ pub(crate) struct Planner<D> {
     ios: Vec<Option<IoInfo>>,
     free_ios: Vec<u32>,
     ios_in_progress: usize,
-    /// Block after the last forward read started (sequential detection).
-    seq_next: Option<BlockNumber>,
-    /// First block of the last read started: a read ending right below it
-    /// continues a descending scan.
-    last_first: Option<BlockNumber>,
+    /// The last read started: its first block, its blocks, and whether it
+    /// was a descending run. A read starting right after an ascending one
+    /// continues a sequential scan (which the kernel reads ahead for); one
+    /// ending right below any read continues a descending scan.
+    last_read: Option<(BlockNumber, u64, bool)>,
     /// Reads in a row that each ended right below the one before.
     descent: u32,
     /// Lowest block a descending scan's read-ahead window has advised.
@@ -257,6 +258,17 @@ impl<D> Planner<D> {
         // than `MAX_IOS` cannot be wanted (the distance is capped by the pin
         // budget anyway), and the distance target below must not overflow.
         cfg.cached_depth = cfg.cached_depth.clamp(1, crate::MAX_IOS);
+        // A descending scan's read-ahead window only where advice is taken
+        // and the kernel reads ahead, and only if larger than two
+        // full-sized reads (a smaller one adds nothing to the reads' own
+        // advice): else none.
+        if !cfg.advice_possible
+            || !cfg.kernel_readahead
+            || cfg.advice == AdvicePolicy::Never
+            || cfg.backward_readahead <= 2 * cfg.combine as u64
+        {
+            cfg.backward_readahead = 0;
+        }
         let distance = cfg.start_distance();
         Planner {
             ios: (0..cfg.max_ios).map(|_| None).collect(),
@@ -277,8 +289,7 @@ impl<D> Planner<D> {
             pinned: 0,
             distance,
             ios_in_progress: 0,
-            seq_next: None,
-            last_first: None,
+            last_read: None,
             descent: 0,
             advised_low: None,
             stashed: None,
@@ -350,7 +361,10 @@ impl<D> Planner<D> {
             AdvicePolicy::Never => false,
             AdvicePolicy::Always => true,
             AdvicePolicy::Auto => {
-                !self.cfg.kernel_readahead || descending || self.seq_next != Some(first)
+                let sequential = self
+                    .last_read
+                    .is_some_and(|(f, n, down)| !down && f + n == first);
+                !self.cfg.kernel_readahead || descending || !sequential
             }
         }
     }
@@ -680,12 +694,8 @@ impl<D> Planner<D> {
         if advise {
             self.stats.advice += 1;
         }
-        self.seq_next = if descending {
-            None
-        } else {
-            Some(first + n as u64)
-        };
         let window = self.read_ahead_below(first, n as u64);
+        self.last_read = Some((first, n as u64, descending));
         // Last: the planner's state is whole before engine code runs (the
         // window's advice after the read: the read's frames are its
         // request's before any engine code runs).
@@ -711,18 +721,15 @@ impl<D> Planner<D> {
     /// reads. Returns the window to advise (first block, blocks), recording
     /// it as advised.
     fn read_ahead_below(&mut self, first: BlockNumber, n: u64) -> Option<(BlockNumber, u64)> {
-        let prev = self.last_first.replace(first);
+        // 0 where no window applies (`Planner::new`).
         let w = self.cfg.backward_readahead;
-        // A window no larger than two full-sized reads adds nothing to the
-        // reads' own advice.
-        if w <= 2 * self.cfg.combine as u64
-            || !self.cfg.advice_possible
-            || !self.cfg.kernel_readahead
-            || self.cfg.advice == AdvicePolicy::Never
-        {
+        if w == 0 {
             return None;
         }
-        if prev.is_none() || prev != first.checked_add(n) {
+        let below_last = self
+            .last_read
+            .is_some_and(|(f, _, _)| first.checked_add(n) == Some(f));
+        if !below_last {
             // Not a descent: a new one starts its windows afresh.
             self.descent = 0;
             self.advised_low = None;
@@ -1033,8 +1040,7 @@ impl<D> Planner<D> {
         self.dir = Dir::One;
         self.exhausted = false;
         self.in_fast_path = false;
-        self.seq_next = None;
-        self.last_first = None;
+        self.last_read = None;
         self.descent = 0;
         self.advised_low = None;
         self.distance = self.cfg.start_distance();

@@ -916,7 +916,7 @@ fn reset_forgets_the_descent() {
     assert!(!sim.advised.is_empty(), "a window before the reset");
     assert!(p.advised_low.is_some() && p.descent >= 2);
     p.reset(&mut sim);
-    assert_eq!((p.last_first, p.descent, p.advised_low), (None, 0, None));
+    assert_eq!((p.last_read, p.descent, p.advised_low), (None, 0, None));
 }
 
 /// A window no larger than two reads is not advised: the reads' own advice
