@@ -70,6 +70,8 @@ scan: one configuration, --repeat times.
   --yield-budget B   pagestream: the stream's yield budget: auto (default;
                      200us, 1ms on tokio's multi-thread runtime), off, a
                      time (200us, 1ms) or a count of items
+  --gap-limit N      pagestream: read through holes of up to N unwanted
+                     blocks between wanted ones (default 0: off)
   --seed N           seed of random and bitmap (default 1)
   --repeat N         runs (default 1)
   --json             one JSON object per run on stdout, no progress bars
@@ -200,6 +202,8 @@ struct ScanArgs {
     fixed_buffers: bool,
     #[arg(long = "yield-budget", default_value = "auto", value_parser = parse_yield_budget)]
     yield_budget: pagestream::YieldBudget,
+    #[arg(long = "gap-limit", default_value = "0", value_parser = number::<usize>)]
+    gap_limit: usize,
     #[arg(long, default_value = "1", value_parser = number::<u64>)]
     seed: u64,
     #[arg(long, default_value = "1", value_parser = number::<usize>)]
@@ -261,6 +265,7 @@ impl ScanArgs {
                 workers: a.workers,
                 fixed_buffers: a.fixed_buffers,
                 yield_budget: a.yield_budget,
+                gap_limit: a.gap_limit,
             },
             file: a.data.file,
             create: a.data.create,

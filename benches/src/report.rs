@@ -274,6 +274,7 @@ fn cfg(engine: Engine, pattern: Pattern, cache: Cache) -> ScanConfig {
         workers: pagestream_runtimes::TOKIO_WORKERS,
         fixed_buffers: false,
         yield_budget: pagestream::YieldBudget::DEFAULT,
+        gap_limit: 0,
     }
 }
 

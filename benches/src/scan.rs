@@ -291,6 +291,9 @@ pub struct ScanConfig {
     /// pagestream: the stream's yield budget (`StreamBuilder::yield_budget`;
     /// default `YieldBudget::Auto`).
     pub yield_budget: YieldBudget,
+    /// pagestream: unwanted blocks a read may cover between two wanted
+    /// ones (`StreamBuilder::gap_limit`; default 0, off).
+    pub gap_limit: usize,
 }
 
 /// The file a scan reads.
@@ -956,6 +959,7 @@ impl StreamScan {
             .backward_combining(c.backward_combining)
             .full(c.full)
             .yield_budget(c.yield_budget)
+            .gap_limit(c.gap_limit)
             .build(src)
             .map_err(io::Error::from)?;
         let timer = Timer::start(&self.target);
@@ -1064,6 +1068,8 @@ impl StreamScan {
             json!(crate::args::format_budget(yield_budget)),
         );
         x.insert("backward_reads".into(), json!(st.backward_reads));
+        x.insert("gap_limit".into(), json!(c.gap_limit));
+        x.insert("gap_blocks".into(), json!(st.gap_blocks));
         x.insert("pool_frames".into(), json!(pool.frames()));
         x.insert("pool_touched_frames".into(), json!(touched));
         // The engine's own counters (`engine_<name>`; durations in seconds).

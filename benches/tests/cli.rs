@@ -291,6 +291,29 @@ fn random_covers_every_block_once_and_bitmap_selects_its_count() {
         let want = bitmap_count(BLOCKS, d.parse().unwrap());
         assert_eq!(v["blocks"].as_u64(), Some(want), "bitmap:{d}: {v}");
     }
+    // --gap-limit: reads through the holes of a dense bitmap, counted,
+    // and the same pages handed out.
+    let dense = |gap: &str| {
+        scan(
+            &file,
+            &[
+                "--engine",
+                "threadpool",
+                "--pattern",
+                "bitmap:0.5",
+                "--cache",
+                "cold",
+                "--direct",
+                "--gap-limit",
+                gap,
+            ],
+        )
+    };
+    let (off, on) = (dense("0"), dense("4"));
+    assert_eq!(off["checksum"], on["checksum"]);
+    assert_eq!(off["gap_blocks"].as_u64(), Some(0), "{off}");
+    assert!(on["gap_blocks"].as_u64() > Some(0), "{on}");
+    assert!(on["reads"].as_u64() < off["reads"].as_u64(), "{on}\n{off}");
     std::fs::remove_file(&file).unwrap();
 }
 

@@ -734,7 +734,9 @@ impl ReadRequest {
 
     /// Whether a stream still wants this read: some stream holds a pin on
     /// one of the pages it has still to fill. The stream that started it
-    /// pins them until it hands them out, so a read stops being wanted only
+    /// pins every page it will hand out until it does (the pages of holes
+    /// it reads through are not pinned, but a read always ends with a page
+    /// it hands out), so a read stops being wanted only
     /// when that stream is reset, closed or dropped and no other stream is
     /// waiting for one of its pages. An engine may then drop the request
     /// instead of finishing it (its frames go back empty, and a stream that

@@ -66,13 +66,17 @@ pub struct StreamStats {
     pub hits: u64,
     /// Of those, pages returned by the fast path.
     pub fast_path_pages: u64,
-    /// Pages this stream read from the engine.
+    /// Pages this stream read from the engine (`gap_blocks` included).
     pub blocks_read: u64,
+    /// Of those, pages no entry wanted, read through the gaps between
+    /// wanted blocks (see `StreamBuilder::gap_limit`); they are left in the
+    /// pool as cached pages (the first to be evicted).
+    pub gap_blocks: u64,
     /// Reads issued (a short read's remainder is part of the same read).
     pub reads: u64,
     /// Reads the engine served from the OS page cache.
     pub cached_reads: u64,
-    /// Largest read, in blocks.
+    /// Largest read, in blocks (holes read through included).
     pub max_blocks_per_read: u64,
     /// Reads that were descending runs read as one ascending I/O.
     pub backward_reads: u64,
@@ -158,6 +162,7 @@ impl StreamStats {
         self.hits += o.hits;
         self.fast_path_pages += o.fast_path_pages;
         self.blocks_read += o.blocks_read;
+        self.gap_blocks += o.gap_blocks;
         self.reads += o.reads;
         self.cached_reads += o.cached_reads;
         self.max_blocks_per_read = self.max_blocks_per_read.max(o.max_blocks_per_read);
@@ -195,8 +200,13 @@ impl fmt::Display for StreamStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "Pages: {} returned ({} fast path)  Buffers: hit={} read={} shared={}",
-            self.pages, self.fast_path_pages, self.hits, self.blocks_read, self.shared_reads
+            "Pages: {} returned ({} fast path)  Buffers: hit={} read={} (gaps={}) shared={}",
+            self.pages,
+            self.fast_path_pages,
+            self.hits,
+            self.blocks_read,
+            self.gap_blocks,
+            self.shared_reads
         )?;
         writeln!(
             f,

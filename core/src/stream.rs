@@ -199,6 +199,7 @@ pub struct StreamBuilder<E: IoEngine, S> {
     advice: AdvicePolicy,
     backward_combining: bool,
     backward_readahead: u64,
+    gap_limit: usize,
     fast_path: bool,
     full: bool,
     prefetch: bool,
@@ -216,6 +217,7 @@ impl<E: IoEngine, S> fmt::Debug for StreamBuilder<E, S> {
             .field("advice", &self.advice)
             .field("backward_combining", &self.backward_combining)
             .field("backward_readahead", &self.backward_readahead)
+            .field("gap_limit", &self.gap_limit)
             .field("fast_path", &self.fast_path)
             .field("full", &self.full)
             .field("short_last_page", &self.short_last_page)
@@ -240,6 +242,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             advice: AdvicePolicy::Auto,
             backward_combining: true,
             backward_readahead: DEFAULT_BACKWARD_READAHEAD,
+            gap_limit: 0,
             fast_path: true,
             full: false,
             prefetch: false,
@@ -302,6 +305,22 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     /// window's pages and queue its I/O).
     pub fn backward_readahead(mut self, bytes: u64) -> Self {
         self.backward_readahead = bytes;
+        self
+    }
+
+    /// Read through gaps of up to `blocks` unwanted blocks between two
+    /// blocks of an ascending run of the source (a bitmap scan's dense
+    /// stretches), when every block of the gap is a miss and the read stays
+    /// within `io_combine_limit`: one larger read instead of two, for
+    /// storage where a request costs more than the bytes of a small hole
+    /// (a device limited in operations per second, a remote store). The
+    /// gaps' pages are not handed out; they are left in the pool as cached
+    /// pages (the first to be evicted), and [`StreamStats::gap_blocks`](crate::StreamStats::gap_blocks)
+    /// counts them. Default 0 (off): on a local SSD, bandwidth runs out
+    /// before requests do, and buffered reads get their holes from the
+    /// kernel's read-ahead anyway (see `docs/engines.md`).
+    pub fn gap_limit(mut self, blocks: usize) -> Self {
+        self.gap_limit = blocks;
         self
     }
 
@@ -515,6 +534,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             retry_blocks: hints.retry_blocks,
             segment_blocks,
             backward_readahead: self.backward_readahead / pool.block_size as u64,
+            gap_limit: self.gap_limit,
         };
         // This stream's claim on the pool: its whole pin budget (at most the
         // pool), registered once. Look-ahead may use what the other streams
@@ -748,6 +768,7 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         slot: u32,
         first: BlockNumber,
         frames: Vec<u32>,
+        gaps: &[u32],
         descending: bool,
         advise: bool,
     ) {
@@ -756,10 +777,22 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
         // `advise` or `start_read` panics, dropping it ends the read as
         // cancelled, so no frame is left in IO with no read to end it.
         let mut req = ReadRequest::new(Arc::clone(self.shared), slot, first, frames, descending);
+        // No entry holds the gaps' frames: their claim pins go now, before
+        // engine code runs (frame rule 3: a frame in IO, pinned or not, is
+        // never taken for another block; the request ends its IO).
+        for &f in gaps {
+            self.shared.pool.unpin(f);
+        }
         if advise {
             req.set_advised(self.advise(first, n));
         }
         self.engine.start_read(self.file, req);
+    }
+
+    fn abandon(&mut self, frame: u32) {
+        let pool = &self.shared.pool;
+        pool.finish_io(frame, false);
+        pool.unpin(frame);
     }
 
     fn advise(&mut self, first: BlockNumber, n: u64) -> bool {

@@ -81,15 +81,25 @@ pub(crate) trait Env<D> {
     /// the engine advice for it first if `advise`. The frames are in IO from
     /// the moment they are claimed, so the request that ends their IO must
     /// own them before any engine code (advice included) runs: if that code
-    /// panics, dropping the request ends the read as cancelled.
+    /// panics, dropping the request ends the read as cancelled. `gaps`, a
+    /// subset of `frames`, are blocks the read covers but no entry wants
+    /// (see [`PlanConfig::gap_limit`]): their pins are dropped once the
+    /// request owns them, before any engine code runs (a frame in IO is
+    /// never taken for another block, pinned or not; the read makes it a
+    /// cached page, or an empty one if it fails).
     fn start_read(
         &mut self,
         slot: u32,
         first: BlockNumber,
         frames: Vec<u32>,
+        gaps: &[u32],
         descending: bool,
         advise: bool,
     );
+    /// Gives up a frame this stream claimed for a read (a [`Lookup::Read`])
+    /// that it will not start after all: its IO ends, empty, and its pin
+    /// is dropped.
+    fn abandon(&mut self, frame: u32);
     /// Advice that the `n` blocks from `first` will be read soon, not tied
     /// to a read (a descending scan's read-ahead window). Returns whether
     /// the engine took it.
@@ -148,6 +158,9 @@ pub(crate) struct PlanConfig {
     /// [`Planner::read_ahead_below`]); 0: none (`Planner::new` makes it 0
     /// where no window applies).
     pub(crate) backward_readahead: u64,
+    /// Unwanted blocks an ascending read may cover between two wanted ones
+    /// (reading a small hole costs less than a second read); 0: none.
+    pub(crate) gap_limit: usize,
 }
 
 impl PlanConfig {
@@ -172,7 +185,10 @@ enum Dir {
 struct IoInfo {
     /// Queue sequence number of the read's first entry (queue order).
     first_seq: u64,
+    /// The read's entries (its blocks, less the gaps it reads through).
     n: usize,
+    /// Its blocks that no entry wants (their frames are in IO, unpinned).
+    gaps: usize,
     /// The entries were dropped by a reset; only the slot remains.
     orphan: bool,
 }
@@ -246,6 +262,12 @@ pub(crate) struct Planner<D> {
     followed_any: bool,
     /// Emptied frame lists of finished reads, reused for new ones.
     spare_runs: Vec<Vec<u32>>,
+    /// The frames of the read being put together that no entry wants
+    /// (kept for its allocation).
+    gap_frames: Vec<u32>,
+    /// Frames of reads in flight that no entry pins (their gaps): they
+    /// count against the frames look-ahead may take, like pins.
+    gaps_in_flight: usize,
     pub(crate) stats: StreamStats,
 }
 
@@ -297,6 +319,8 @@ impl<D> Planner<D> {
             handing: None,
             in_fast_path: false,
             spare_runs: Vec::new(),
+            gap_frames: Vec::new(),
+            gaps_in_flight: 0,
             stats: StreamStats::default(),
         }
     }
@@ -386,9 +410,10 @@ impl<D> Planner<D> {
         let adjacent = match self.dir {
             Dir::One => {
                 b == last.wrapping_add(1)
+                    || self.across_gap(last, b)
                     || (self.cfg.backward_combining && last > 0 && b == last - 1)
             }
-            Dir::Up => b == last.wrapping_add(1),
+            Dir::Up => b == last.wrapping_add(1) || self.across_gap(last, b),
             Dir::Down => last > 0 && b == last - 1,
         };
         // A read never spans two segments (it would be two reads of two
@@ -396,6 +421,30 @@ impl<D> Planner<D> {
         adjacent
             && (self.cfg.segment_blocks == 0
                 || b / self.cfg.segment_blocks == last / self.cfg.segment_blocks)
+    }
+
+    /// Whether `b` may join an ascending pending read ending at `last`
+    /// across a gap of at most `gap_limit` unwanted blocks, the read still
+    /// no longer than a full-sized one.
+    fn across_gap(&self, last: BlockNumber, b: BlockNumber) -> bool {
+        let limit = self.cfg.gap_limit as u64;
+        if limit == 0 || b <= last.saturating_add(1) || b - last - 1 > limit {
+            return false;
+        }
+        let first = self.queue[self.queue.len() - self.pending_n].block;
+        b - first < self.eff_combine() as u64
+    }
+
+    /// Blocks the pending read covers: its entries, and the gaps between
+    /// them if it reads through any.
+    fn pending_blocks(&self) -> usize {
+        match (self.dir, self.queue.back()) {
+            (Dir::Up, Some(last)) if self.cfg.gap_limit > 0 => {
+                let first = self.queue[self.queue.len() - self.pending_n].block;
+                (last.block - first) as usize + 1
+            }
+            _ => self.pending_n,
+        }
     }
 
     /// The next block from the source: the stashed one first. Once the
@@ -473,7 +522,7 @@ impl<D> Planner<D> {
                     });
                     break;
                 }
-                if self.pending_n >= eff_combine {
+                if self.pending_blocks() >= eff_combine {
                     if !self.start_pending(env, eff_combine) {
                         break;
                     }
@@ -527,7 +576,7 @@ impl<D> Planner<D> {
             }
             if self.pending_n > 0
                 && self.ios_in_progress < self.cfg.max_ios
-                && (self.pending_n >= eff_combine
+                && (self.pending_blocks() >= eff_combine
                     || (self.queue.len() >= self.distance && self.pinned == 0)
                     || self.exhausted)
             {
@@ -556,8 +605,10 @@ impl<D> Planner<D> {
     }
 
     /// Starts (part of) the pending read: hits and busy blocks at its front
-    /// are pinned, then one read of consecutive misses is issued. Returns
-    /// false if nothing could be done (no frame to be had).
+    /// are pinned, then one read of consecutive misses is issued, through
+    /// the gaps between them if the pending read has any (each gap whole,
+    /// and only while every block of it is a miss too). Returns false if
+    /// nothing could be done (no frame to be had).
     fn start_pending(&mut self, env: &mut impl Env<D>, eff_combine: usize) -> bool {
         debug_assert!(self.pending_n > 0);
         debug_assert!(self.ios_in_progress < self.cfg.max_ios);
@@ -568,22 +619,46 @@ impl<D> Planner<D> {
             .spare_runs
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(eff_combine.min(self.pending_n)));
+        let mut gaps = std::mem::take(&mut self.gap_frames);
+        debug_assert!(gaps.is_empty());
         let mut run_start = start;
         let slot = *self
             .free_ios
             .last()
             .expect("a free read slot below max_ios");
         while i < self.queue.len() {
-            if self.pinned >= cap && self.pinned > 0 {
+            // Frames held: pins, and the holes of reads in flight and of
+            // this one.
+            let held = self.pinned + self.gaps_in_flight + gaps.len();
+            if held >= cap && self.pinned > 0 {
                 break;
             }
             let block = self.queue[i].block;
+            // The gap claimed to reach this block.
+            let mut gap = 0;
+            if !run.is_empty() {
+                // The read's last block is entry `i - 1`'s (a hit or busy
+                // block ends the read), so anything between is a gap.
+                let prev = self.queue[i - 1].block;
+                if block > prev + 1 {
+                    gap = (block - prev - 1) as usize;
+                    if run.len() + gap >= eff_combine
+                        || held + gap >= cap
+                        || !self.read_through(env, prev + 1, gap, &mut run, &mut gaps)
+                    {
+                        break;
+                    }
+                }
+            }
             match env.lookup(block) {
                 Err(()) => {
+                    self.give_up_gap(env, gap, &mut run, &mut gaps);
                     self.stats.record_limit(Limit::Frames);
                     break;
                 }
                 Ok(l @ (Lookup::Hit(f) | Lookup::Busy(f))) => {
+                    // The read ends before this block, and before its gap.
+                    self.give_up_gap(env, gap, &mut run, &mut gaps);
                     self.take_non_read(i, f, matches!(l, Lookup::Busy(_)));
                     i += 1;
                     if !run.is_empty() {
@@ -617,11 +692,64 @@ impl<D> Planner<D> {
             };
         }
         if !run.is_empty() {
-            self.issue(env, slot, run_start, run);
+            let entries = run.len() - gaps.len();
+            self.issue(env, slot, run_start, entries, run, gaps);
         } else {
+            debug_assert!(gaps.is_empty());
+            self.gap_frames = gaps;
             self.recycle(run);
         }
         progressed
+    }
+
+    /// Claims the `n` blocks from `first`, a gap between two blocks of the
+    /// read being put together, for that read: every one must be a miss.
+    /// Returns false, having claimed none of them, if one is not (or no
+    /// frame can be had).
+    fn read_through(
+        &mut self,
+        env: &mut impl Env<D>,
+        first: BlockNumber,
+        n: usize,
+        run: &mut Vec<u32>,
+        gaps: &mut Vec<u32>,
+    ) -> bool {
+        for k in 0..n {
+            match env.lookup(first + k as u64) {
+                Ok(Lookup::Read(f)) => {
+                    run.push(f);
+                    gaps.push(f);
+                }
+                other => {
+                    match other {
+                        // (Busy may be this stream's own read through the
+                        // block.)
+                        Ok(Lookup::Hit(f) | Lookup::Busy(f)) => env.unpin(f),
+                        _ => self.stats.record_limit(Limit::Frames),
+                    }
+                    self.give_up_gap(env, k, run, gaps);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Gives up the last `n` frames claimed for a gap of the read being put
+    /// together.
+    fn give_up_gap(
+        &mut self,
+        env: &mut impl Env<D>,
+        n: usize,
+        run: &mut Vec<u32>,
+        gaps: &mut Vec<u32>,
+    ) {
+        for _ in 0..n {
+            let f = run.pop().expect("a gap frame");
+            let g = gaps.pop();
+            debug_assert_eq!(g, Some(f));
+            env.abandon(f);
+        }
     }
 
     /// Records a pinned hit or busy block at queue index `i`.
@@ -655,14 +783,25 @@ impl<D> Planner<D> {
         }
     }
 
-    /// Issues one read of the misses `run` (frames in queue order) whose
-    /// first entry is at queue index `run_start`.
-    fn issue(&mut self, env: &mut impl Env<D>, slot: u32, run_start: usize, mut run: Vec<u32>) {
+    /// Issues one read of the misses `run` (frames in queue order, and in
+    /// block order for an ascending read) whose first entry is at queue
+    /// index `run_start`; `entries` of its blocks are queued, `gaps` (a
+    /// subset of `run`) are read through.
+    fn issue(
+        &mut self,
+        env: &mut impl Env<D>,
+        slot: u32,
+        run_start: usize,
+        entries: usize,
+        mut run: Vec<u32>,
+        mut gaps: Vec<u32>,
+    ) {
         let n = run.len();
-        let run_end = run_start + n - 1;
+        debug_assert_eq!(entries + gaps.len(), n);
         let b0 = self.queue[run_start].block;
-        let b1 = self.queue[run_end].block;
-        let descending = n > 1 && b1 < b0;
+        let b1 = self.queue[run_start + entries - 1].block;
+        let descending = entries > 1 && b1 < b0;
+        debug_assert!(gaps.is_empty() || !descending);
         let first = if descending {
             run.reverse();
             b1
@@ -678,13 +817,16 @@ impl<D> Planner<D> {
         debug_assert_eq!(popped, Some(slot));
         self.ios[slot as usize] = Some(IoInfo {
             first_seq: self.head_seq + run_start as u64,
-            n,
+            n: entries,
+            gaps: gaps.len(),
             orphan: false,
         });
         self.ios_in_progress += 1;
+        self.gaps_in_flight += gaps.len();
         let st = &mut self.stats;
         st.reads += 1;
         st.blocks_read += n as u64;
+        st.gap_blocks += gaps.len() as u64;
         st.max_blocks_per_read = st.max_blocks_per_read.max(n as u64);
         st.max_in_flight = st.max_in_flight.max(self.ios_in_progress as u64);
         if descending {
@@ -699,7 +841,9 @@ impl<D> Planner<D> {
         // Last: the planner's state is whole before engine code runs (the
         // window's advice after the read: the read's frames are its
         // request's before any engine code runs).
-        env.start_read(slot, first, run, descending, advise);
+        env.start_read(slot, first, run, &gaps, descending, advise);
+        gaps.clear();
+        self.gap_frames = gaps;
         if let Some((low, len)) = window {
             if env.advise(low, len) {
                 self.stats.backward_readahead += 1;
@@ -837,7 +981,8 @@ impl<D> Planner<D> {
                                         .last()
                                         .expect("a free read slot below max_ios");
                                     self.queue[0].slot = Slot::Io;
-                                    self.issue(env, slot, 0, vec![f]);
+                                    let gaps = std::mem::take(&mut self.gap_frames);
+                                    self.issue(env, slot, 0, 1, vec![f], gaps);
                                     return Head::WaitRead;
                                 }
                                 Lookup::Hit(_) => self.queue[0].slot = Slot::Ready,
@@ -956,7 +1101,8 @@ impl<D> Planner<D> {
                         self.queue.push_back(e);
                         self.pinned += 1;
                         let at = self.queue.len() - 1;
-                        self.issue(env, slot, at, vec![f]);
+                        let gaps = std::mem::take(&mut self.gap_frames);
+                        self.issue(env, slot, at, 1, vec![f], gaps);
                     }
                     Err(()) => self.stashed = Some((b, d)),
                 },
@@ -976,6 +1122,7 @@ impl<D> Planner<D> {
         };
         self.free_ios.push(slot);
         self.ios_in_progress -= 1;
+        self.gaps_in_flight -= info.gaps;
         if info.orphan {
             return;
         }
@@ -990,6 +1137,8 @@ impl<D> Planner<D> {
                     e.cached = cached;
                 }
             }
+            // A read of one entry reads no hole (a hole lies between two
+            // of a read's entries).
             Err(err) if info.n == 1 => {
                 self.queue[base].slot = Slot::Failed(err);
             }

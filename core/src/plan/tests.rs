@@ -72,6 +72,10 @@ struct Sim {
     /// Advice not tied to a read (read-ahead windows): (first block, blocks,
     /// reads started before it).
     advised: Vec<(u64, u64, usize)>,
+    /// The longest gap a read may read through.
+    gap_limit: usize,
+    /// Blocks read through gaps.
+    gap_blocks: usize,
 }
 
 impl Sim {
@@ -100,6 +104,8 @@ impl Sim {
             cached_reads: false,
             flip: 1,
             advised: Vec::new(),
+            gap_limit: 0,
+            gap_blocks: 0,
         };
         for &b in cached {
             if b < nblocks && !s.map.contains_key(&b) {
@@ -221,6 +227,7 @@ impl Env<usize> for Sim {
         slot: u32,
         first: u64,
         frames: Vec<u32>,
+        gaps: &[u32],
         descending: bool,
         _advise: bool,
     ) {
@@ -238,19 +245,55 @@ impl Env<usize> for Sim {
                 ));
             }
         }
-        // The run must be consecutive in the source, in the flagged direction.
-        let run: Vec<u64> = if descending {
-            (first..first + n as u64).rev().collect()
-        } else {
-            (first..first + n as u64).collect()
-        };
-        if n > 1 && !self.source_blocks.windows(n).any(|w| w == run.as_slice()) {
+        // Gaps: inside the read (its first and last blocks are wanted), in
+        // an ascending one, each at most `gap_limit` blocks, pinned by the
+        // claim (an entry further on may pin the block too, waiting to
+        // read it again); the claim's pin goes as the read starts.
+        let is_gap: Vec<bool> = frames.iter().map(|f| gaps.contains(f)).collect();
+        if !gaps.is_empty() {
+            let longest = is_gap.split(|&g| !g).map(<[bool]>::len).max().unwrap_or(0);
+            if descending || is_gap[0] || is_gap[n - 1] || longest > self.gap_limit {
+                self.violations.push(format!(
+                    "read from {first} with gaps {is_gap:?} (descending {descending}, limit {})",
+                    self.gap_limit
+                ));
+            }
+        }
+        for &g in gaps {
+            if !frames.contains(&g) || self.frames[g as usize].2 == 0 {
+                self.violations
+                    .push(format!("gap frame {g} not the read's, or not pinned"));
+            }
+            self.unpin(g);
+        }
+        // The wanted blocks must be consecutive in the source, in the
+        // flagged direction.
+        let mut run: Vec<u64> = (first..first + n as u64)
+            .zip(&is_gap)
+            .filter(|(_, &g)| !g)
+            .map(|(b, _)| b)
+            .collect();
+        if descending {
+            run.reverse();
+        }
+        let k = run.len();
+        if k > 1 && !self.source_blocks.windows(k).any(|w| w == run.as_slice()) {
             self.violations
                 .push(format!("read {run:?} was never consecutive in the source"));
         }
+        self.gap_blocks += gaps.len();
         self.reads.push((first, n, descending));
         self.in_flight.push(SimRead { slot, frames });
         self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
+    }
+    fn abandon(&mut self, frame: u32) {
+        let fr = &mut self.frames[frame as usize];
+        if fr.1 != St::Io || fr.2 == 0 {
+            self.violations
+                .push(format!("abandoned frame {frame} not claimed for a read"));
+        }
+        fr.1 = St::Empty;
+        self.unpin(frame);
     }
     fn advise(&mut self, first: u64, n: u64) -> bool {
         if n == 0 || first + n > self.nblocks {
@@ -284,6 +327,7 @@ fn cfg(max_ios: usize, combine: usize, backward: bool, full: bool) -> PlanConfig
         segment_blocks: 0,
         retry_blocks: true,
         backward_readahead: 0,
+        gap_limit: 0,
     }
 }
 
@@ -336,6 +380,7 @@ fn drive_spare(
     let budget = c.budget;
     let mut sim = Sim::new(seq, nblocks, cached, 10_000, c.combine);
     sim.avail = avail;
+    sim.gap_limit = c.gap_limit;
     let mut p: Planner<usize> = Planner::new(c);
     let mut rng = crate::testing::SplitMix::new(seed);
     let mut held: std::collections::VecDeque<u32> = Default::default();
@@ -411,12 +456,19 @@ fn drive_spare(
             ahead <= budget.max(1) + 1,
             "{ahead} blocks taken from the source ahead of the consumer, budget {budget}"
         );
-        let planner_pins = sim.pins() - held.len();
+        // The planner's pins, and the holes of its reads in flight (in IO,
+        // unpinned): the frames it holds.
+        let holes = sim
+            .frames
+            .iter()
+            .filter(|f| f.1 == St::Io && f.2 == 0)
+            .count();
+        let planner_pins = sim.pins() - held.len() + holes;
         max_planner_pins = max_planner_pins.max(planner_pins);
         max_distance = max_distance.max(p.distance());
         assert!(
             planner_pins <= budget.max(1),
-            "look-ahead pins {planner_pins} above budget {budget}"
+            "look-ahead holds {planner_pins} frames, above budget {budget}"
         );
     }
     while let Some(f) = held.pop_front() {
@@ -439,10 +491,11 @@ fn oracle(seq: &[u64], nblocks: u64) -> Vec<(u64, usize, bool)> {
         .collect()
 }
 
-/// Block sequences mixing ascending and descending runs, jumps, repeats
-/// and the odd block past the end.
+/// Block sequences mixing ascending and descending runs, ascending runs
+/// with holes of one or two blocks (a dense bitmap), jumps, repeats and the
+/// odd block past the end.
 fn sequences() -> impl Strategy<Value = Vec<u64>> {
-    prop::collection::vec((0u64..70, 1usize..20, 0u8..4), 1..12).prop_map(|runs| {
+    prop::collection::vec((0u64..70, 1usize..20, 0u8..6), 1..12).prop_map(|runs| {
         let mut v = Vec::new();
         for (start, len, kind) in runs {
             for i in 0..len as u64 {
@@ -450,6 +503,8 @@ fn sequences() -> impl Strategy<Value = Vec<u64>> {
                     0 => start + i,
                     1 => start.saturating_sub(i),
                     2 => start,
+                    3 => start + i + i / 2,
+                    4 => start + 3 * i,
                     _ => (start * 7 + i * 13) % 70,
                 });
             }
@@ -473,6 +528,7 @@ proptest! {
         hold in 0usize..4,
         seed in any::<u64>(),
         window in prop::sample::select(vec![0u64, 4, 9, 32]),
+        gap_limit in 0usize..4,
     ) {
         let nblocks = 64; // some blocks of `sequences` are past the end
         // With a window, advice is taken (a buffered file): read-ahead
@@ -482,6 +538,7 @@ proptest! {
             full_look_ahead,
             advice_possible: window > 0,
             backward_readahead: window,
+            gap_limit,
             ..cfg(max_ios, combine, backward, full)
         };
         let o = drive(&seq, nblocks, &cached, c, hold, seed, 0);
@@ -506,6 +563,7 @@ proptest! {
         fail_every in prop::sample::select(vec![0u64, 3]),
         avail in 1usize..24,
         seed in any::<u64>(),
+        gap_limit in 0usize..4,
     ) {
         // Frames bind: the pool spares fewer than the pin budget. However
         // the distance is raised (full look-ahead) and whatever fails, the
@@ -515,6 +573,7 @@ proptest! {
         let c = PlanConfig {
             full_look_ahead,
             retry_blocks,
+            gap_limit,
             ..cfg(max_ios, combine, true, false)
         };
         let budget = c.budget;
@@ -545,12 +604,15 @@ proptest! {
         max_ios in 1usize..5,
         combine in 1usize..9,
         seed in any::<u64>(),
+        gap_limit in 0usize..4,
     ) {
         // One in three reads fails: a failed combined read is retried block
-        // by block; a failed single-block read is that block's error. Order
-        // and exactly-once still hold; every page handed out is valid.
+        // by block (a read through a gap too); a failed single-block read
+        // is that block's error. Order and exactly-once still hold; every
+        // page handed out is valid.
         let nblocks = 64;
-        let o = drive(&seq, nblocks, &[], cfg(max_ios, combine, true, false), 1, seed, 3);
+        let c = PlanConfig { gap_limit, ..cfg(max_ios, combine, true, false) };
+        let o = drive(&seq, nblocks, &[], c, 1, seed, 3);
         prop_assert_eq!(o.out.len(), seq.len());
         for (i, (b, d, _)) in o.out.iter().enumerate() {
             prop_assert_eq!((*b, *d), (seq[i], i));
@@ -939,4 +1001,103 @@ fn a_window_as_small_as_the_reads_is_not_advised() {
         !o.sim.advised.is_empty(),
         "a window of 33 blocks over reads of 16"
     );
+}
+
+/// A dense bitmap: of every three blocks, the first two are wanted.
+fn dense_bitmap(n: u64) -> Vec<u64> {
+    (0..n).filter(|b| b % 3 != 2).collect()
+}
+
+/// Runs `seq` to its end through `step`; returns the blocks handed out.
+fn scan_all(p: &mut Planner<usize>, sim: &mut Sim) -> u64 {
+    let mut out = 0;
+    while let Some(page) = step(p, sim) {
+        out += u64::from(page);
+    }
+    out
+}
+
+#[test]
+fn a_dense_bitmap_is_read_through_its_holes() {
+    let n = 3000;
+    let seq = dense_bitmap(n);
+    let mut reads = Vec::new();
+    for gap_limit in [0, 1] {
+        let c = PlanConfig {
+            gap_limit,
+            ..cfg(8, 16, true, true)
+        };
+        let mut sim = Sim::new(&seq, n, &[], 10_000, 16);
+        sim.gap_limit = gap_limit;
+        let mut p: Planner<usize> = Planner::new(c);
+        assert_eq!(scan_all(&mut p, &mut sim), seq.len() as u64);
+        assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+        assert_eq!(sim.pins(), 0);
+        assert_eq!(p.stats.gap_blocks, sim.gap_blocks as u64);
+        assert_eq!(
+            p.stats.blocks_read,
+            seq.len() as u64 + p.stats.gap_blocks,
+            "every wanted block read once, and the holes"
+        );
+        reads.push((sim.reads.len(), p.stats.gap_blocks));
+    }
+    // Without gaps every read is one run of two blocks; through them, reads
+    // of 16 blocks, a third of them holes.
+    assert_eq!(reads[0], (seq.len() / 2, 0));
+    let (through, holes) = reads[1];
+    assert!(through < n as usize / 14, "{through} reads of {n} blocks");
+    assert!(holes > n / 4 && holes < n / 3, "{holes} holes read");
+}
+
+#[test]
+fn a_hole_the_pool_holds_ends_the_read_before_it() {
+    // Blocks 0, 1, 3, 4 wanted; 2 is a hole, cached. The read stops before
+    // the hole (its frame is not read into) and the next one starts after.
+    let seq = vec![0, 1, 3, 4];
+    let c = PlanConfig {
+        gap_limit: 2,
+        ..cfg(4, 16, true, true)
+    };
+    let mut sim = Sim::new(&seq, 10, &[2], 10_000, 16);
+    sim.gap_limit = 2;
+    let mut p: Planner<usize> = Planner::new(c);
+    assert_eq!(scan_all(&mut p, &mut sim), 4);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(sim.reads, vec![(0, 2, false), (3, 2, false)]);
+    assert_eq!((p.stats.gap_blocks, sim.pins()), (0, 0));
+    // Uncached, the hole is read through: one read.
+    let mut sim = Sim::new(&seq, 10, &[], 10_000, 16);
+    sim.gap_limit = 2;
+    let mut p: Planner<usize> = Planner::new(c_full_gap(2));
+    assert_eq!(scan_all(&mut p, &mut sim), 4);
+    assert_eq!(sim.reads, vec![(0, 5, false)]);
+    assert_eq!((p.stats.gap_blocks, sim.pins()), (1, 0));
+}
+
+fn c_full_gap(gap_limit: usize) -> PlanConfig {
+    PlanConfig {
+        gap_limit,
+        ..cfg(4, 16, true, true)
+    }
+}
+
+#[test]
+fn holes_wider_than_the_limit_or_the_read_are_not_read() {
+    // Gaps of 2 with a limit of 1: no read through them.
+    let seq: Vec<u64> = (0..20).map(|i| 3 * i).collect();
+    let mut sim = Sim::new(&seq, 60, &[], 10_000, 16);
+    sim.gap_limit = 1;
+    let mut p: Planner<usize> = Planner::new(c_full_gap(1));
+    assert_eq!(scan_all(&mut p, &mut sim), 20);
+    assert_eq!((sim.reads.len(), p.stats.gap_blocks), (20, 0));
+    // A limit of 2: reads of at most 16 blocks, each from a wanted block to
+    // a wanted block (6 of them, 10 holes), so 4 reads for 20 blocks.
+    let mut sim = Sim::new(&seq, 60, &[], 10_000, 16);
+    sim.gap_limit = 2;
+    let mut p: Planner<usize> = Planner::new(c_full_gap(2));
+    assert_eq!(scan_all(&mut p, &mut sim), 20);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(sim.reads.iter().all(|r| r.1 <= 16 && r.0 % 3 == 0));
+    assert_eq!(sim.reads.len(), 4);
+    assert_eq!(p.stats.gap_blocks, 2 * (20 - 4));
 }
