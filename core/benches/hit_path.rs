@@ -12,7 +12,7 @@
 use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::testing::{MemEngine, MemFile};
-use pagestream::{source, BufferPool, ReadStream};
+use pagestream::{source, BufferPool, ReadStream, YieldBudget};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -39,11 +39,13 @@ fn stream_scan(
     n: u64,
     fast_path: bool,
     prefetch: bool,
+    budget: YieldBudget,
 ) -> (f64, u64) {
     let t = Instant::now();
     let mut s = ReadStream::builder(pool, engine.clone(), file.clone())
         .fast_path(fast_path)
         .prefetch(prefetch)
+        .yield_budget(budget)
         .build(source::forward(0..n))
         .unwrap();
     let mut sum = 0u64;
@@ -98,27 +100,32 @@ fn main() {
         ("stream hot scan, prefetch on", vec![]),
         ("stream hot scan, 2 threads, same file", vec![]),
         ("stream hot scan, 2 threads, two files", vec![]),
+        ("stream hot scan, no yield budget", vec![]),
     ];
+    let auto = YieldBudget::DEFAULT;
     for _ in 0..repeat {
         // Interleave the configurations run by run.
         let (t, s1) = vec_scan(&pages);
         rows[0].1.push(t);
-        let (t, s2) = stream_scan(&pool, &engine, &fa, n, true, false);
+        let (t, s2) = stream_scan(&pool, &engine, &fa, n, true, false, auto);
         assert_eq!(s1, s2, "checksums differ");
         rows[1].1.push(t);
         rows[2]
             .1
-            .push(stream_scan(&pool, &engine, &fa, n, false, false).0);
+            .push(stream_scan(&pool, &engine, &fa, n, false, false, auto).0);
         rows[3]
             .1
-            .push(stream_scan(&pool, &engine, &fa, n, true, true).0);
+            .push(stream_scan(&pool, &engine, &fa, n, true, true, auto).0);
+        rows[6]
+            .1
+            .push(stream_scan(&pool, &engine, &fa, n, true, false, YieldBudget::Unlimited).0);
         for (k, files) in [(4, [&fa, &fa]), (5, [&fa, &fb])] {
             let t = std::thread::scope(|sc| {
                 let hs: Vec<_> = files
                     .iter()
                     .map(|f| {
                         let (pool, engine) = (pool.clone(), engine.clone());
-                        sc.spawn(move || stream_scan(&pool, &engine, f, n, true, false).0)
+                        sc.spawn(move || stream_scan(&pool, &engine, f, n, true, false, auto).0)
                     })
                     .collect();
                 hs.into_iter()

@@ -720,7 +720,9 @@ impl<E: IoEngine, S: BlockSource> Env<S::Data> for StreamEnv<'_, E, S> {
 
     #[inline]
     fn check_block(&self, block: BlockNumber) -> Result<(), ReadError> {
-        if block < self.nblocks {
+        // Planted bug (the review's): let a block past the end through to
+        // the engine.
+        if block < self.nblocks || cfg!(pagestream_mutant = "past_end") {
             Ok(())
         } else {
             let block_size = self.shared.pool.block_size;

@@ -459,6 +459,11 @@ impl<D> Planner<D> {
             return None;
         }
         let next = env.next_block();
+        // Planted bug (the review's): forget that the source has ended, and
+        // ask it again.
+        if cfg!(pagestream_mutant = "unfused") {
+            return next;
+        }
         if next.is_none() {
             self.exhausted = true;
         }

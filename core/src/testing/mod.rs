@@ -10,6 +10,8 @@
 //! - [`stamp`]: deterministic page contents every test can verify byte for
 //!   byte.
 //! - [`conformance`]: the scenarios every engine's tests run.
+//! - [`sim`]: a deterministic simulation of many streams on one pool over a
+//!   simulated engine with seeded faults, latencies and reordering.
 //! - [`files`]: stamped temp files on disk ([`StampedFile`]) and the
 //!   conformance harness over them ([`DiskFiles`]), for the tests of
 //!   engines that read real files; std only.
@@ -23,6 +25,7 @@ pub mod conformance;
 pub mod files;
 mod mem;
 mod require;
+pub mod sim;
 pub mod stamp;
 mod timer;
 mod wrappers;
