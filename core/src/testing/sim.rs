@@ -12,13 +12,16 @@
 //!   arrive out of order; now and then a read is short (its remainder goes
 //!   back in the queue), fails with EIO, is retried by the engine after
 //!   EAGAIN, or is dropped (cancelled); a read no stream wants any more
-//!   ([`ReadRequest::is_wanted`]) is dropped half the time. Its hints (`retry_blocks`,
-//!   `full_look_ahead`) vary by seed;
-//! - **the streams**: `max_ios`, `io_combine_limit`, gaps, fast path, ring;
-//!   sources forward, backward, zigzag, random, sparse, with duplicates and
-//!   blocks past the end, each block carrying its position as data; a
-//!   source is not fused (asked again after its end it names a block,
-//!   which the oracle reports);
+//!   ([`ReadRequest::is_wanted`]) is dropped half the time. Its hints vary
+//!   by seed: `retry_blocks`, `full_look_ahead`, and `help` (a stream about
+//!   to wait completes one of its file's reads itself);
+//! - **the streams**: `max_ios`, `io_combine_limit`, gaps, fast path,
+//!   `full`, a ring, a yield budget in items (a time budget would make a
+//!   seed's polls depend on the real clock); sources forward, backward,
+//!   zigzag, random, sparse or dense ascending, with duplicates and blocks
+//!   past the end, each block carrying its stream, the stream's resets and
+//!   its position as data; a source is not fused (asked again after its end
+//!   it names a block, which the oracle reports);
 //! - **the consumer's behaviour**: a deterministic single-threaded executor
 //!   polls only the streams that were woken, in a seeded order; each
 //!   consumer holds a few guards (some past its stream's drop), and now
