@@ -4,7 +4,9 @@
 #   scripts/fuzz.sh SECONDS [TARGET...]
 #
 # Targets (fuzz/fuzz_targets): stream_oracle (one stream driven by the
-# fuzzer's block sequence and completion order, against the naive reader).
+# fuzzer's block sequence and completion order, against the naive reader)
+# and heap_page (pgcount's heap-page parser: no panic, no read outside the
+# page, both line-pointer orders agree). Default: all.
 # Each starts from its seed corpus in fuzz/corpus/TARGET (in git) and the
 # inputs earlier runs found (fuzz/target/found/TARGET, not in git), adding
 # what it finds to the latter; a crash is saved in fuzz/artifacts/TARGET and
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/../fuzz"
 seconds=${1:?usage: $0 SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream_oracle)
+[ ${#targets[@]} -gt 0 ] || targets=(stream_oracle heap_page)
 command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz is not installed: cargo install cargo-fuzz" >&2; exit 2; }
 for t in "${targets[@]}"; do
     echo "=== $t for ${seconds}s"
