@@ -697,8 +697,7 @@ impl<D> Planner<D> {
             };
         }
         if !run.is_empty() {
-            let entries = run.len() - gaps.len();
-            self.issue(env, slot, run_start, entries, run, gaps);
+            self.issue(env, slot, run_start, run, gaps);
         } else {
             debug_assert!(gaps.is_empty());
             self.gap_frames = gaps;
@@ -790,19 +789,18 @@ impl<D> Planner<D> {
 
     /// Issues one read of the misses `run` (frames in queue order, and in
     /// block order for an ascending read) whose first entry is at queue
-    /// index `run_start`; `entries` of its blocks are queued, `gaps` (a
-    /// subset of `run`) are read through.
+    /// index `run_start`; `gaps` (a subset of `run`) are read through, the
+    /// others are queued entries.
     fn issue(
         &mut self,
         env: &mut impl Env<D>,
         slot: u32,
         run_start: usize,
-        entries: usize,
         mut run: Vec<u32>,
         mut gaps: Vec<u32>,
     ) {
         let n = run.len();
-        debug_assert_eq!(entries + gaps.len(), n);
+        let entries = n - gaps.len();
         let b0 = self.queue[run_start].block;
         let b1 = self.queue[run_start + entries - 1].block;
         let descending = entries > 1 && b1 < b0;
@@ -987,7 +985,7 @@ impl<D> Planner<D> {
                                         .expect("a free read slot below max_ios");
                                     self.queue[0].slot = Slot::Io;
                                     let gaps = std::mem::take(&mut self.gap_frames);
-                                    self.issue(env, slot, 0, 1, vec![f], gaps);
+                                    self.issue(env, slot, 0, vec![f], gaps);
                                     return Head::WaitRead;
                                 }
                                 Lookup::Hit(_) => self.queue[0].slot = Slot::Ready,
@@ -1107,7 +1105,7 @@ impl<D> Planner<D> {
                         self.pinned += 1;
                         let at = self.queue.len() - 1;
                         let gaps = std::mem::take(&mut self.gap_frames);
-                        self.issue(env, slot, at, 1, vec![f], gaps);
+                        self.issue(env, slot, at, vec![f], gaps);
                     }
                     Err(()) => self.stashed = Some((b, d)),
                 },

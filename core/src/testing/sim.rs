@@ -54,8 +54,8 @@
 use super::stamp;
 use super::{MemEngine, MemFile, SplitMix};
 use crate::{
-    BlockSource, BufferPool, EngineHints, IoEngine, ReadError, ReadRequest, ReadStream, RingSize,
-    StreamStats, YieldBudget,
+    BlockSource, BufferPool, EngineFile, EngineHints, IoEngine, ReadError, ReadRequest, ReadStream,
+    RingSize, StreamStats, YieldBudget,
 };
 use futures::Stream;
 use std::collections::{BTreeSet, VecDeque};
@@ -224,7 +224,7 @@ impl SimEngine {
     /// if given.
     fn complete_where(&self, file: Option<&MemFile>) -> bool {
         let mut st = self.lock();
-        let of = |p: &Pending| file.is_none_or(|f| p.file.bytes().as_ptr() == f.bytes().as_ptr());
+        let of = |p: &Pending| file.is_none_or(|f| p.file.id() == f.id());
         let Some(first) = st
             .queue
             .iter()
@@ -263,23 +263,20 @@ impl SimEngine {
             let b0 = req.first_block();
             (b0..b0 + req.nblocks() as u64).map(move |b| (owner, b))
         };
-        if roll < f.eio {
-            st.report.faults += 1;
-            let blocks: Vec<_> = covered(&req).collect();
-            st.eio.extend(blocks);
-            // Outside the lock: completing runs the stream's hooks and
-            // wakes its task.
-            drop(st);
-            let rest = req.complete(Err(io::Error::other("simulated EIO")));
-            debug_assert!(rest.is_none());
-            return true;
-        }
         if roll < f.eio + f.cancel {
             st.report.faults += 1;
+            let eio = roll < f.eio;
             let blocks: Vec<_> = covered(&req).collect();
-            st.cancelled.extend(blocks);
+            if eio { &mut st.eio } else { &mut st.cancelled }.extend(blocks);
+            // Outside the lock: completing (or dropping) the request runs
+            // the stream's hooks and wakes its task.
             drop(st);
-            drop(req);
+            if eio {
+                let rest = req.complete(Err(io::Error::other("simulated EIO")));
+                debug_assert!(rest.is_none());
+            } else {
+                drop(req);
+            }
             return true;
         }
         if roll < f.eio + f.cancel + f.eagain {
