@@ -7,6 +7,12 @@ use crate::{Options, SpawnWorkload, Workload};
 use std::fmt;
 use std::io;
 use std::str::FromStr;
+use std::time::Duration;
+
+/// How long the glommio runtime waits, after its workload, for reads still
+/// in flight (streams dropped mid-read) before it cancels them: a device
+/// read takes milliseconds; only a stuck device takes longer.
+const GLOMMIO_SETTLE: Duration = Duration::from_secs(10);
 
 /// A runtime pagestream runs on, with its engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -179,9 +185,16 @@ impl Runtime {
                 }
                 Runtime::Glommio => {
                     let ex = pagestream_glommio::make_executor()?;
-                    let out = ex.run(async move { workload.run(GlommioEnv::new()).await });
-                    // Reads leaked by glommio (tasks still waiting for
-                    // I/O) must not leave frames "being read".
+                    let out = ex.run(async move {
+                        let out = workload.run(GlommioEnv::new()).await;
+                        // Streams dropped with reads in flight: glommio
+                        // would leak those tasks, and the files they hold
+                        // open, when the executor ends.
+                        pagestream_glommio::settle_reads(GLOMMIO_SETTLE).await;
+                        out
+                    });
+                    // Reads the settling gave up on must not leave frames
+                    // "being read".
                     pagestream_glommio::cancel_reads_in_flight();
                     Ok(out)
                 }

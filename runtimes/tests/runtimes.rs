@@ -283,3 +283,59 @@ fn object_store_reads_urls_and_refuses_local_paths_and_o_direct() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Opens the file five times (`O_DIRECT`, so reads take a device's time)
+/// and drops each stream after its first page, with up to 16 reads in
+/// flight.
+struct DropMidRead<'a> {
+    path: &'a Path,
+    seed: u64,
+}
+
+impl Workload for DropMidRead<'_> {
+    type Output = io::Result<()>;
+
+    async fn run<E: Env>(self, env: E) -> io::Result<()> {
+        let pool = BufferPool::new(256, 8192)?;
+        for i in 0..5 {
+            let file = env.open(self.path, FileOptions::direct(8192)).await?;
+            let mut pages = ReadStream::builder(&pool, env.engine(), file)
+                .max_ios(16)
+                .io_combine_limit(1)
+                .full(true)
+                .build(source::forward(i * 40..i * 40 + 40))?;
+            let page = pages.next().await.expect("a page")?;
+            assert!(stamp::check(self.seed, i * 40, &page));
+        }
+        Ok(())
+    }
+}
+
+/// Descriptors of this process open on `path`.
+fn open_on(path: &Path) -> usize {
+    let path = path.canonicalize().expect("the file exists");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| *target == path)
+        .count()
+}
+
+/// A stream dropped with reads in flight as the workload ends leaves no
+/// descriptor of its file open once the runtime has stopped (glommio
+/// leaks the tasks of reads still in flight when its executor ends, and
+/// closes a dropped file only on its next I/O cycle: its runtime waits for
+/// both).
+#[test]
+fn no_runtime_leaves_a_file_open_after_streams_dropped_mid_read() {
+    let tmp = StampedFile::with_seed("dropped-mid-read", 7, 200, 8192);
+    for rt in Runtime::ALL.into_iter().filter(|&rt| starts(rt)) {
+        rt.run(DropMidRead {
+            path: tmp.path(),
+            seed: 7,
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(open_on(tmp.path()), 0, "{rt}: the file is still open");
+    }
+}

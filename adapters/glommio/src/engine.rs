@@ -232,6 +232,34 @@ pub fn cancel_reads_in_flight() -> usize {
     n
 }
 
+/// Waits until every read a [`GlommioEngine`] started on this thread has
+/// ended (completed, failed, or cancelled and its glommio read returned),
+/// or until `timeout` has passed; returns how many are still going (0 when
+/// all ended). Must run on the glommio executor the reads run on.
+///
+/// Why it exists: glommio leaks, rather than drops, tasks still waiting for
+/// I/O when its executor ends, and a read's task holds its file: a stream
+/// dropped with reads in flight just before the executor's main future
+/// returns would leave the file's descriptors open for the life of the
+/// process; and glommio closes a dropped file only on its next I/O cycle,
+/// which this lets run. Await this at the end of the executor's main future (the
+/// `glommio` runtime of `pagestream-runtimes` does), then call
+/// [`cancel_reads_in_flight`] for whatever the timeout left.
+pub async fn settle_reads(timeout: Duration) -> usize {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let n = IN_FLIGHT.try_with(|r| r.reads.borrow().len()).unwrap_or(0);
+        // A timer, not a yield: glommio closes a dropped file on its next
+        // I/O cycle, which a timer makes sure runs (so a file whose last
+        // handle was just dropped, by the workload or a read's task, is
+        // closed before the executor ends).
+        glommio::timer::sleep(Duration::from_micros(100)).await;
+        if n == 0 || Instant::now() >= deadline {
+            return n;
+        }
+    }
+}
+
 /// Most bytes one glommio read asks for. Its buffers come from glommio's
 /// registered `io_memory`, which `RLIMIT_MEMLOCK` bounds (8 MiB is common),
 /// so a larger request (up to [`pagestream::MAX_IO_COMBINE_LIMIT`] blocks) is

@@ -54,7 +54,16 @@ impl GlommioFile {
             io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
         })?;
         pagestream::os::check_file_type(path, &md)?;
-        let dma = DmaFile::open(path).await.map_err(|e| {
+        // glommio 0.9 keeps a clone of the polling task's waker for every
+        // poll of a pending I/O, and counts a task's wakers in 16 bits: a
+        // task polled often while the open is pending (one that `join`s
+        // many scans, woken by their reads) would overflow the count, a
+        // panic inside glommio. The open runs in a task of its own, polled
+        // only when its I/O wakes it; the caller waits on its join handle,
+        // which keeps one waker.
+        let owned = path.to_owned();
+        let dma = glommio::spawn_local(async move { DmaFile::open(&owned).await });
+        let dma = dma.await.map_err(|e| {
             let e = io::Error::from(e);
             io::Error::new(
                 e.kind(),
@@ -64,7 +73,8 @@ impl GlommioFile {
         match Self::check(&dma, block_size, path) {
             Ok(meta) => Self::wrap(dma, meta, path),
             Err(e) => {
-                let _ = dma.close().await;
+                // In a task of its own, as the open.
+                glommio::spawn_local(async move { drop(dma.close().await) }).await;
                 Err(e)
             }
         }

@@ -19,6 +19,9 @@
 //!   when an executor is dropped; call this after `LocalExecutor::run`
 //!   returns if a pool outlives the executor, so no frame stays "being
 //!   read" forever (thread exit does it by itself).
+//! - [`settle_reads`]: awaited at the end of the executor's main future,
+//!   waits for the reads still in flight, whose leaked tasks would
+//!   otherwise keep their files open.
 //! - [`make_executor`], [`executor_builder`], [`fit_io_memory`]: a glommio
 //!   executor whose `io_memory` fits `RLIMIT_MEMLOCK`, or a clear error
 //!   naming `RLIMIT_MEMLOCK` and `io_memory` where glommio would refuse to
@@ -88,7 +91,7 @@ mod executor;
 mod file;
 mod sys;
 
-pub use engine::{cancel_reads_in_flight, EngineStats, GlommioEngine};
+pub use engine::{cancel_reads_in_flight, settle_reads, EngineStats, GlommioEngine};
 pub use executor::{
     executor_builder, fit_io_memory, make_executor, DEFAULT_IO_MEMORY, GLOMMIO_MIN_IO_MEMORY,
     GLOMMIO_MIN_MEMLOCK,

@@ -257,3 +257,35 @@ fn only_regular_files_and_block_devices_open() {
         })
     });
 }
+
+/// An open polled many times before it completes (the task it runs in is
+/// woken by other work, as a task that scans many files in one `join` is)
+/// completes: glommio 0.9 keeps a clone of the caller's waker for every poll
+/// of a pending I/O, and the task's waker count, 16 bits, would overflow
+/// (a panic inside glommio) after 32,767 of them.
+#[test]
+fn an_open_polled_many_times_while_pending_completes() {
+    let Some(ex) = executor_or_skip() else { return };
+    let tmp = StampedFile::new("many-polls", 4, BS);
+    let path = tmp.path().to_path_buf();
+    ex.run(async move {
+        let mut open = Box::pin(GlommioFile::open(&path, BS));
+        let mut polls = 0u64;
+        let start = std::time::Instant::now();
+        let file = std::future::poll_fn(|cx| {
+            polls += 1;
+            match open.as_mut().poll(cx) {
+                Poll::Ready(r) => Poll::Ready(r),
+                Poll::Pending if start.elapsed().as_secs() < 30 => {
+                    // Woken by something else: polled again at once.
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                Poll::Pending => panic!("the open was still pending after {polls} polls"),
+            }
+        })
+        .await
+        .expect("open");
+        assert_eq!(file.byte_len().unwrap(), 4 * BS as u64);
+    });
+}
