@@ -1,4 +1,4 @@
-//! The command line: `scan` and `report`.
+//! The command line: `scan`, `report` and `soak`.
 
 use crate::args::{
     self, check_block_size, number, parse_block_size, parse_on_off, parse_yield_budget, List,
@@ -16,6 +16,7 @@ pub const USAGE: &str = "\
 usage: pagestream-bench scan --engine E --pattern P --cache C [options]
        pagestream-bench report [--quick] [--out DIR] [--repeat N] [--only 1,2,..|tokio]
                                [--doc PATH] [--readme PATH]
+       pagestream-bench soak [--runtime LIST] [--duration D] [--streams N] [options]
 
 scan: one configuration, --repeat times.
   --engine E         threadpool | tokio-uring | glommio | uring | uring-tokio
@@ -91,7 +92,23 @@ report: the standard matrix (see README), engines alternating run by run;
                      run from the workspace root, else not written
   --readme PATH      rewrite PATH's block between <!-- headline:begin --> and
                      <!-- headline:end --> with the headline table (default
-                     README.md when run from the workspace root)";
+                     README.md when run from the workspace root)
+
+soak: many streams on a small pool over a stamped file, on each runtime in
+  turn, with random drops, resets, timeouts, closes and guards kept past
+  their stream; every page verified, RSS and open file descriptors sampled.
+  Fails on a wrong or lost page, an error other than pool exhaustion, a
+  hang, a file descriptor left open, or RSS growing (runs of 1m or more).
+  --runtime LIST     threadpool, tokio-uring, glommio, uring, uring-tokio,
+                     object-store (from nginx on loopback), comma-separated,
+                     or all (the five local ones; default)
+  --duration D       per runtime: 500ms, 30s, 10m, 1h (default 30s)
+  --streams N        concurrent streams (default 64)
+  --pool-frames N    the pool they share (default 256)
+  --size SIZE        the data file, created and removed (default 64MiB)
+  --block-size SIZE  default 8192
+  --seed N           default 1
+  --json             one JSON object per runtime";
 
 /// `scan`'s options.
 #[derive(Debug, Clone)]
@@ -137,6 +154,8 @@ pub enum Command {
     Scan(ScanOpts),
     /// `report`.
     Report(ReportOpts),
+    /// `soak`.
+    Soak(crate::soak::SoakOpts),
 }
 
 /// Parses a command line (without the program name); `Ok(None)` asks for
@@ -145,19 +164,22 @@ pub enum Command {
 pub fn parse(items: Vec<String>) -> Result<Option<Command>, UsageError> {
     let mut items = items.into_iter();
     let Some(sub) = items.next() else {
-        return Err(UsageError("expected a command: scan or report".into()));
+        return Err(UsageError(
+            "expected a command: scan, report or soak".into(),
+        ));
     };
     match sub.as_str() {
         "scan" => args::parse_checked(USAGE, items, ScanArgs::check).map(|o| o.map(Command::Scan)),
         "report" => {
             args::parse_checked(USAGE, items, ReportArgs::check).map(|o| o.map(Command::Report))
         }
+        "soak" => args::parse_checked(USAGE, items, SoakArgs::check).map(|o| o.map(Command::Soak)),
         "help" | "-h" | "--help" => Ok(None),
         flag if flag.starts_with('-') => Err(UsageError(format!(
-            "expected a command (scan or report) before {flag}"
+            "expected a command (scan, report or soak) before {flag}"
         ))),
         other => Err(UsageError(format!(
-            "unknown command {other:?}: expected scan or report"
+            "unknown command {other:?}: expected scan, report or soak"
         ))),
     }
 }
@@ -354,5 +376,44 @@ mod tests {
         assert!(t.partial);
         assert_eq!(report(&["--only", "1,7"]).only, [1, 7]);
         assert!(!report(&["--only", "1,2,3,4,5,6,7"]).partial);
+    }
+}
+
+/// `soak`'s command line.
+#[derive(Debug, clap::Parser)]
+struct SoakArgs {
+    #[arg(long, default_value = "all", value_parser = args::parse_runtimes)]
+    runtime: List<pagestream_runtimes::Runtime>,
+    #[arg(long, default_value = "30s", value_parser = args::parse_duration)]
+    duration: std::time::Duration,
+    #[arg(long, default_value = "64", value_parser = number::<usize>)]
+    streams: usize,
+    #[arg(long = "pool-frames", default_value = "256", value_parser = number::<usize>)]
+    pool_frames: usize,
+    #[arg(long, default_value = "64MiB", value_parser = args::parse_size)]
+    size: u64,
+    #[arg(long = "block-size", default_value = "8192", value_parser = parse_block_size)]
+    block_size: usize,
+    #[arg(long, default_value = "1", value_parser = number::<u64>)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+impl SoakArgs {
+    /// The checks across flags.
+    fn check(a: SoakArgs) -> Result<crate::soak::SoakOpts, UsageError> {
+        let o = crate::soak::SoakOpts {
+            runtimes: a.runtime,
+            duration: a.duration,
+            streams: a.streams,
+            frames: a.pool_frames,
+            size: a.size,
+            block_size: a.block_size,
+            seed: a.seed,
+            json: a.json,
+        };
+        crate::soak::check(&o)?;
+        Ok(o)
     }
 }

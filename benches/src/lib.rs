@@ -15,7 +15,9 @@
 //! - [`report`]: the standard matrix, its tables, JSON and charts;
 //! - [`doc`]: the report as `docs/benchmarks.md` and the README's headline;
 //! - [`remote`]: the `remote` program's measurement, which the report runs
-//!   in this process.
+//!   in this process;
+//! - [`soak`]: many streams on a small pool on every runtime for a while,
+//!   with random drops, resets, timeouts and closes, every page verified.
 //!
 //! The scan programs (`seqscan`, `backscan`, `bitmapscan`, `prewarm`,
 //! `pgcount`, `remote`, in `src/bin/`) share:
@@ -51,5 +53,6 @@ pub mod pattern;
 pub mod remote;
 pub mod report;
 pub mod scan;
+pub mod soak;
 pub mod timing;
 pub mod tokio_io_uring;

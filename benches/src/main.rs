@@ -139,5 +139,6 @@ fn main() {
     args::main("pagestream-bench", USAGE, cli::parse, |cmd| match cmd {
         Command::Scan(o) => scan(o),
         Command::Report(o) => report::run(o),
+        Command::Soak(o) => pagestream_bench::soak::run(&o).map(drop),
     });
 }
