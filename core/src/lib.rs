@@ -92,6 +92,8 @@
 pub mod engine;
 mod error;
 mod guard;
+#[cfg(all(test, pagestream_loom))]
+mod loom_stream_tests;
 #[cfg(unix)]
 #[cfg_attr(docsrs, doc(cfg(unix)))]
 pub mod os;

@@ -8,9 +8,8 @@ use crate::plan::{AdvicePolicy, Entry, Env, Head, PlanConfig, Planner, Slot, NO_
 use crate::pool::{BufferPool, FileView, Lookup, PoolInner, Ring, RingSize, Status};
 use crate::source::BlockSource;
 use crate::stats::StreamStats;
-use crate::sync::{lock, Arc, AtomicU8, Mutex, Ordering};
+use crate::sync::{lock, Arc, AtomicU8, AtomicWaker, Mutex, Ordering};
 use crate::BlockNumber;
-use futures::task::AtomicWaker;
 use futures::Stream;
 use std::fmt;
 use std::io;

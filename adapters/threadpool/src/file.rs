@@ -1,13 +1,12 @@
 //! [`ThreadPoolFile`]: an open file, buffered or O_DIRECT.
 
+use crate::sync::{Arc, AtomicBool};
 use pagestream::{EngineFile, FileId};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// Access-pattern advice given to the kernel when the file is opened
 /// (`posix_fadvise` over the whole file).

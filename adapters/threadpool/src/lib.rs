@@ -44,6 +44,7 @@
 
 mod engine;
 mod file;
+mod sync;
 mod sys;
 
 pub use engine::{

@@ -4,11 +4,11 @@ use super::threads::Job;
 use super::threads::{lock, THREAD_STACK};
 use super::{contain_panic, Shared};
 use crate::file::FileInner;
+use crate::sync::{spawn, Arc, AtomicUsize, PoisonError};
 use crate::sys;
 use pagestream::ReadRequest;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// How long the AIO reaper waits for a completion before it looks whether
@@ -92,11 +92,14 @@ pub(super) fn aio_done(shared: &Arc<Shared>, job: AioJob, res: i64) {
                 .counters
                 .aio_fallbacks
                 .fetch_add(1, Ordering::Relaxed);
-            shared.submit(Job {
-                file,
-                req,
-                primed: false,
-            });
+            Shared::submit(
+                shared,
+                Job {
+                    file,
+                    req,
+                    primed: false,
+                },
+            );
             return;
         }
         Err(io::Error::from_raw_os_error(errno))
@@ -104,11 +107,14 @@ pub(super) fn aio_done(shared: &Arc<Shared>, job: AioJob, res: i64) {
     if let Some(rest) = req.complete(r) {
         // A short read's remainder starts inside a block: the threads
         // read it (with a bounce buffer).
-        shared.submit(Job {
-            file,
-            req: rest,
-            primed: false,
-        });
+        Shared::submit(
+            shared,
+            Job {
+                file,
+                req: rest,
+                primed: false,
+            },
+        );
     }
 }
 
@@ -127,34 +133,33 @@ impl Shared {
     /// The engine's AIO context, made (with its reaper) on first use.
     /// `None` if it cannot be made: AIO is then switched off (and not
     /// tried again), and the caller reads on the I/O threads.
-    pub(super) fn aio(self: &Arc<Self>) -> Option<Arc<Aio>> {
-        let mut g = self.aio.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(super) fn aio(this: &Arc<Self>) -> Option<Arc<Aio>> {
+        let mut g = this.aio.lock().unwrap_or_else(PoisonError::into_inner);
         match &*g {
             AioSlot::Ready(a) => return Some(Arc::clone(a)),
             AioSlot::Failed => return None,
             AioSlot::Untried => {}
         }
-        let aio = match sys::aio::Context::new(self.aio_events) {
+        let aio = match sys::aio::Context::new(this.aio_events) {
             Ok(ctx) => Arc::new(Aio {
                 ctx,
                 in_flight: AtomicUsize::new(0),
             }),
             Err(e) => {
                 *g = AioSlot::Failed;
-                self.aio_unavailable(&e);
+                this.aio_unavailable(&e);
                 return None;
             }
         };
-        let (shared, reaper_aio) = (Arc::clone(self), Arc::clone(&aio));
-        let spawned = std::thread::Builder::new()
-            .name(format!("{}-aio", self.name))
-            .stack_size(THREAD_STACK)
-            .spawn(move || reaper(shared, reaper_aio));
+        let (shared, reaper_aio) = (Arc::clone(this), Arc::clone(&aio));
+        let spawned = spawn(format!("{}-aio", this.name), THREAD_STACK, move || {
+            reaper(shared, reaper_aio)
+        });
         if let Err(e) = spawned {
             // Nothing could complete AIO reads: do not submit any. (No
             // read is in the context, so dropping it here is safe.)
             *g = AioSlot::Failed;
-            self.aio_unavailable(&e);
+            this.aio_unavailable(&e);
             return None;
         }
         *g = AioSlot::Ready(Arc::clone(&aio));
@@ -164,7 +169,7 @@ impl Shared {
     /// Submits the O_DIRECT read `req` with AIO. Returns it back when AIO
     /// cannot take it (the caller hands it to the threads).
     pub(super) fn start_aio(
-        self: &Arc<Self>,
+        this: &Arc<Self>,
         file: &Arc<FileInner>,
         mut req: ReadRequest,
     ) -> Option<ReadRequest> {
@@ -186,10 +191,10 @@ impl Shared {
         if iov.len() > 1024 || iov.iter().any(|v| v.iov_base as usize % m != 0) {
             return Some(req);
         }
-        let Some(aio) = self.aio() else {
+        let Some(aio) = Shared::aio(this) else {
             // No AIO context: the threads read it (never cancel a read the
             // engine can do).
-            self.counters.aio_fallbacks.fetch_add(1, Ordering::Relaxed);
+            this.counters.aio_fallbacks.fetch_add(1, Ordering::Relaxed);
             return Some(req);
         };
         let offset = req.offset();
@@ -211,7 +216,7 @@ impl Shared {
         };
         match r {
             Ok(()) => {
-                self.counters.aio_reads.fetch_add(1, Ordering::Relaxed);
+                this.counters.aio_reads.fetch_add(1, Ordering::Relaxed);
                 None
             }
             Err(e) => {
@@ -227,9 +232,9 @@ impl Shared {
                     // partial; 0 submitted comes back as EAGAIN.
                     Some(libc::EAGAIN) | Some(libc::EINTR) => {}
                     // No AIO for this kind of file or kernel: stop trying.
-                    _ => self.aio_unavailable(&e),
+                    _ => this.aio_unavailable(&e),
                 }
-                self.counters.aio_fallbacks.fetch_add(1, Ordering::Relaxed);
+                this.counters.aio_fallbacks.fetch_add(1, Ordering::Relaxed);
                 Some(job.req)
             }
         }

@@ -5,10 +5,10 @@ use super::cached::{Helper, HelperState, Sleep};
 use super::stats::Counters;
 use super::threads::State;
 use super::{Handle, Shared, ThreadPoolEngine};
+use crate::sync::{Arc, AtomicBool, Condvar, Mutex};
 use pagestream::CachedReads;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI32};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::AtomicI32;
 
 /// Default number of I/O threads: enough for a stream's default `max_ios`
 /// (16) reads to block at once.

@@ -4,10 +4,10 @@ use super::read::read_nowait;
 use super::threads::{Job, THREAD_STACK};
 use super::{contain_panic, Shared};
 use crate::file::FileInner;
+use crate::sync::{spawn, Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use crate::sys;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Default cached reads in flight ([`ThreadPoolBuilder::cached_reads`](crate::ThreadPoolBuilder::cached_reads))
@@ -18,6 +18,16 @@ pub const DEFAULT_CACHED_DEPTH: usize = 6;
 /// started it before it reads it itself (so that a read whose stream is
 /// not polled still completes).
 pub(super) const HELPER_LINGER: Duration = Duration::from_millis(1);
+
+/// Whether a lone job's linger, which ends at `deadline`, is over. Never
+/// under loom: loom does not model time (its `wait_timeout` never times
+/// out), so the linger is made endless, a deterministic choice. In the
+/// models a lone job is then done only by its stream's help, by the helper
+/// once a second job is queued, or at shutdown; one that none of those
+/// reaches stays queued, and loom reports the threads left blocked.
+fn linger_over(deadline: Instant) -> bool {
+    !cfg!(pagestream_loom) && Instant::now() >= deadline
+}
 
 pub(super) fn default_cached_depth() -> usize {
     match std::thread::available_parallelism() {
@@ -66,11 +76,14 @@ pub(super) fn lock_helper(m: &Mutex<HelperState>) -> MutexGuard<'_, HelperState>
 pub(super) fn run_cached(shared: &Arc<Shared>, job: Job) {
     let Job { file, req, primed } = job;
     if let Some(rest) = read_nowait(shared, &file, req) {
-        shared.submit(Job {
-            file,
-            req: rest,
-            primed,
-        });
+        Shared::submit(
+            shared,
+            Job {
+                file,
+                req: rest,
+                primed,
+            },
+        );
     }
 }
 
@@ -84,13 +97,19 @@ pub(super) fn helper(shared: Arc<Shared>) {
     // the helper would take time from the consumer it is meant to help
     // (see `docs/engines.md`). Where the kernel refuses, it runs at normal
     // priority.
-    let _ = sys::set_idle_priority();
+    //
     // A thread inherits its creator's CPU affinity, and the helper is
     // created by whichever stream first queues a read: a consumer pinned
     // to one CPU would pin the helper to that same CPU, where it could
     // never run beside it. Use the process's mask instead (errors, such as
     // more CPUs than a `cpu_set_t` holds, leave the inherited one).
-    let _ = sys::set_process_affinity();
+    //
+    // Not under loom, whose threads all run on the test's own OS thread:
+    // these would apply to that thread.
+    if !cfg!(pagestream_loom) {
+        let _ = sys::set_idle_priority();
+        let _ = sys::set_process_affinity();
+    }
     let h = &shared.helper;
     let mut st = lock_helper(&h.state);
     // The lone job we left, as `(pushed, deadline)`.
@@ -98,7 +117,7 @@ pub(super) fn helper(shared: Arc<Shared>) {
     loop {
         let n = st.jobs.len();
         let lone_due = n == 1
-            && matches!(lone, Some((p, deadline)) if p == st.pushed && Instant::now() >= deadline);
+            && matches!(lone, Some((p, deadline)) if p == st.pushed && linger_over(deadline));
         if n >= 2 || (n == 1 && st.shutdown) || lone_due {
             let job = st.jobs.pop_back().expect("a queued job");
             drop(st);
@@ -148,35 +167,34 @@ impl Shared {
     /// back, unqueued, if the queue's lock is held (by the helper, perhaps
     /// preempted at `SCHED_IDLE`, or another stream): the caller then reads
     /// it inline rather than wait for the lock.
-    pub(super) fn queue_cached(self: &Arc<Self>, job: Job) -> Option<Job> {
-        let h = &self.helper;
+    pub(super) fn queue_cached(this: &Arc<Self>, job: Job) -> Option<Job> {
+        let h = &this.helper;
         let mut st = match h.state.try_lock() {
             Ok(st) => st,
             // As in `lock_helper`: poisoning is moot.
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
-                self.counters
+                this.counters
                     .cached_contended
                     .fetch_add(1, Ordering::Relaxed);
                 return Some(job);
             }
         };
-        self.counters.cached_queued.fetch_add(1, Ordering::Relaxed);
+        this.counters.cached_queued.fetch_add(1, Ordering::Relaxed);
         st.jobs.push_back(job);
         st.pushed += 1;
         if !st.started {
-            let shared = Arc::clone(self);
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-cached", self.name))
-                .stack_size(THREAD_STACK)
-                .spawn(move || helper(shared));
+            let shared = Arc::clone(this);
+            let spawned = spawn(format!("{}-cached", this.name), THREAD_STACK, move || {
+                helper(shared)
+            });
             if spawned.is_err() {
                 // No helper: the read is done here and now, as without one.
                 let job = st.jobs.pop_back().expect("the job just queued");
                 drop(st);
-                run_cached(self, job);
+                run_cached(this, job);
                 // Counted as helped, so that `cached_queued` still adds up.
-                self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
+                this.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
             st.started = true;
@@ -203,9 +221,9 @@ impl Shared {
     /// reading, through another handle, can do that read too.
     ///
     /// [`FileId`]: pagestream::FileId
-    pub(super) fn help(self: &Arc<Self>, file: &FileInner) -> bool {
+    pub(super) fn help(this: &Arc<Self>, file: &FileInner) -> bool {
         let job = {
-            let mut st = lock_helper(&self.helper.state);
+            let mut st = lock_helper(&this.helper.state);
             let i = st.jobs.iter().position(|j| j.file.id() == file.id());
             i.and_then(|i| st.jobs.remove(i))
         };
@@ -216,8 +234,8 @@ impl Shared {
         // filters or hooks is caught here: it does not unwind through this
         // stream's poll (the request may be another stream's). A filter's
         // panic drops the request, which cancels it.
-        contain_panic(|| run_cached(self, job));
-        self.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
+        contain_panic(|| run_cached(this, job));
+        this.counters.helped_reads.fetch_add(1, Ordering::Relaxed);
         true
     }
 }

@@ -22,11 +22,11 @@ use stats::Counters;
 use threads::{lock, run, Job, State};
 
 use crate::file::ThreadPoolFile;
+use crate::sync::{Arc, AtomicBool, Condvar, Mutex};
 use pagestream::{CachedReads, EngineHints, IoEngine, ReadRequest};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// An [`IoEngine`] that reads with blocking `preadv` on a pool of dedicated
 /// I/O threads, so it works under any executor. Cheap to clone (an `Arc`
@@ -284,7 +284,7 @@ impl IoEngine for ThreadPoolEngine {
         let shared = &self.handle.shared;
         let inner = &file.inner;
         if inner.direct && shared.aio_on.load(Ordering::Relaxed) {
-            match shared.start_aio(inner, req) {
+            match Shared::start_aio(shared, inner, req) {
                 None => return,
                 Some(r) => req = r,
             }
@@ -292,11 +292,14 @@ impl IoEngine for ThreadPoolEngine {
         let primed = req.is_advised();
         if !inner.direct && shared.nowait.load(Ordering::Relaxed) {
             if shared.cached_depth > 0 && inner.warm.load(Ordering::Relaxed) {
-                match shared.queue_cached(Job {
-                    file: Arc::clone(inner),
-                    req,
-                    primed,
-                }) {
+                match Shared::queue_cached(
+                    shared,
+                    Job {
+                        file: Arc::clone(inner),
+                        req,
+                        primed,
+                    },
+                ) {
                     None => return,
                     // The queue was busy: read inline, as without a helper.
                     Some(job) => req = job.req,
@@ -320,7 +323,7 @@ impl IoEngine for ThreadPoolEngine {
             run(shared, job);
             return;
         }
-        shared.submit(job);
+        Shared::submit(shared, job);
     }
 
     /// Buffered files take advice. With the cached-read helper on, a
@@ -342,7 +345,7 @@ impl IoEngine for ThreadPoolEngine {
 
     fn help(&self, file: &ThreadPoolFile) -> bool {
         let shared = &self.handle.shared;
-        shared.cached_depth > 0 && shared.help(&file.inner)
+        shared.cached_depth > 0 && Shared::help(shared, &file.inner)
     }
 
     /// `POSIX_FADV_WILLNEED` on buffered files. An error is ignored (advice
@@ -359,7 +362,10 @@ impl IoEngine for ThreadPoolEngine {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, pagestream_loom))]
+mod loom_tests;
+
+#[cfg(all(test, not(pagestream_loom)))]
 mod tests {
     use super::*;
     use futures::executor::block_on;

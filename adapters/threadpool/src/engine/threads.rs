@@ -3,11 +3,11 @@
 use super::read::read_once;
 use super::{contain_panic, Shared};
 use crate::file::FileInner;
+use crate::sync::{spawn, Arc, Mutex, MutexGuard, PoisonError};
 use pagestream::ReadRequest;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Stack size of an I/O thread (it only runs `preadv` and completion).
 pub(super) const THREAD_STACK: usize = 256 * 1024;
@@ -87,13 +87,13 @@ pub(super) fn worker(shared: Arc<Shared>) {
 }
 
 impl Shared {
-    pub(super) fn submit(self: &Arc<Self>, job: Job) {
-        self.counters.queued.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn submit(this: &Arc<Self>, job: Job) {
+        this.counters.queued.fetch_add(1, Ordering::Relaxed);
         let primed = job.primed;
         if primed {
-            self.counters.queued_primed.fetch_add(1, Ordering::Relaxed);
+            this.counters.queued_primed.fetch_add(1, Ordering::Relaxed);
         }
-        let mut st = lock(&self.state);
+        let mut st = lock(&this.state);
         st.jobs.push_back(job);
         // A primed read may wait for a thread busy with another primed
         // read instead of starting a thread: that read is already being
@@ -107,16 +107,17 @@ impl Shared {
         let behind_primed = primed
             && st.primed_busy > 0
             && st.jobs.len() <= PRIMED_JOBS_PER_THREAD * st.primed_busy;
-        if !behind_primed && st.jobs.len() > st.idle && st.threads < self.max_threads {
-            let shared = Arc::clone(self);
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-{}", self.name, st.threads))
-                .stack_size(THREAD_STACK)
-                .spawn(move || worker(shared));
+        if !behind_primed && st.jobs.len() > st.idle && st.threads < this.max_threads {
+            let shared = Arc::clone(this);
+            let spawned = spawn(
+                format!("{}-{}", this.name, st.threads),
+                THREAD_STACK,
+                move || worker(shared),
+            );
             match spawned {
-                Ok(_) => {
+                Ok(()) => {
                     st.threads += 1;
-                    self.counters
+                    this.counters
                         .threads_started
                         .fetch_add(1, Ordering::Relaxed);
                 }
@@ -127,7 +128,7 @@ impl Shared {
                     let jobs: Vec<Job> = st.jobs.drain(..).collect();
                     drop(st);
                     for job in jobs {
-                        run(self, job);
+                        run(this, job);
                     }
                     return;
                 }
@@ -135,7 +136,7 @@ impl Shared {
             }
         }
         if st.idle > 0 {
-            self.cond.notify_one();
+            this.cond.notify_one();
         }
     }
 }
