@@ -141,3 +141,22 @@ fn missing_file_without_create_is_an_error_and_creates_nothing() {
 fn size_beyond_the_free_space_is_refused_before_writing() {
     common::assert_too_large_is_refused("bitmapscan", env!("CARGO_BIN_EXE_bitmapscan"), &[]);
 }
+
+#[test]
+fn reading_through_holes_visits_the_same_tuples_in_fewer_reads() {
+    let args = ["--density", "0.02", "--max-ios", "4"];
+    let plain = runs("bitmap-gap0", &args);
+    let mut with_gaps = args.to_vec();
+    with_gaps.extend(["--gap-limit", "4"]);
+    let gaps = runs("bitmap-gap4", &with_gaps);
+    assert_eq!(plain.len(), gaps.len());
+    for (p, g) in plain.iter().zip(&gaps) {
+        assert_eq!(field(p, "mode"), field(g, "mode"));
+        assert_eq!(field(p, "checksum"), field(g, "checksum"), "{g}");
+        assert_eq!(num(p, "pages"), num(g, "pages"), "{g}");
+        assert_eq!(num(p, "gap_blocks"), 0.0, "{p}");
+        assert_eq!(num(g, "gap_limit"), 4.0, "{g}");
+        assert!(num(g, "gap_blocks") > 0.0, "{g}");
+        assert!(num(g, "reads") < num(p, "reads"), "{p}\n{g}");
+    }
+}

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! cargo run --release --bin bitmapscan -- [--density D] [--pattern uniform|clustered]
-//!     [--max-ios 0,1,2,4,8,16] [--modes readahead,random,direct] [--repeat N] [--json] …
+//!     [--max-ios 0,1,2,4,8,16] [--modes readahead,random,direct] [--gap-limit N] [--repeat N]
+//!     [--json] …
 //! ```
 //!
 //! **The table.** Each page of `block_size` bytes holds `block_size / 256`
@@ -94,6 +95,9 @@ options:
   --max-ios LIST      comma-separated max_ios values (default 0,1,2,4,8,16)
   --modes LIST        readahead,random,direct or a subset (default all three)
   --combine N         io_combine_limit (default 16; 4MiB of blocks for a URL)
+  --gap-limit N       read through holes of up to N unselected blocks between
+                      selected ones when all are misses (default 0: off); the
+                      pages read but not selected are counted as gap_blocks
   --pool-frames N     buffer pool frames (default 16384)
   --block-size SIZE   block size (default 8KiB; at least 512)
   --repeat N          runs of each setting (default 3; medians)
@@ -182,6 +186,8 @@ struct Opts {
     /// `io_combine_limit` (set by `check`).
     #[arg(skip)]
     combine: usize,
+    #[arg(long = "gap-limit", default_value = "0", value_parser = number::<usize>)]
+    gap_limit: usize,
     #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
     #[arg(long, default_value = "8KiB", value_parser = parse_block_size)]
@@ -451,6 +457,7 @@ impl Scanner<'_> {
         let mut stream = ReadStream::builder(&pool, engine, file)
             .max_ios(max_ios)
             .io_combine_limit(o.combine)
+            .gap_limit(o.gap_limit)
             .build(source::with_data(self.bitmap.entries.iter().cloned()))
             .map_err(io::Error::from)?;
         let start = Instant::now();
@@ -505,6 +512,7 @@ fn json(o: &Opts, r: &Run, path: &str, blocks: u64, bitmap: &Bitmap) -> JsonObje
     .set("readahead", r.mode == Mode::Readahead)
     .set("max_ios", r.max_ios)
     .set("io_combine_limit", o.combine)
+    .set("gap_limit", o.gap_limit)
     .set(
         "pattern",
         if o.pattern == Pattern::Uniform {
@@ -525,6 +533,7 @@ fn json(o: &Opts, r: &Run, path: &str, blocks: u64, bitmap: &Bitmap) -> JsonObje
     .set("mib_per_s", mib_per_s(bytes, r.seconds))
     .set("pages_per_s", r.visit.pages as f64 / r.seconds)
     .set("reads", r.stats.reads)
+    .set("gap_blocks", r.stats.gap_blocks)
     .set("mean_blocks_per_read", r.stats.mean_blocks_per_read())
     .set("max_in_flight", r.stats.max_in_flight)
     .set("advice", r.stats.advice)
