@@ -42,11 +42,12 @@ fn seeds_keep_the_oracle() {
         total.faults += r.faults;
         total.chaos += r.chaos;
         total.abandoned += r.abandoned;
+        total.waker_swaps += r.waker_swaps;
     }
     println!(
         "simulation: seeds {first}..{} in {:.1} s: {} pages; errors explained: {} past the end, \
          {} of failed or cancelled reads, {} pool exhausted; {} reads, {} faults, \
-         {} resets/drops/closes, {} unwanted reads dropped",
+         {} resets/drops/closes, {} unwanted reads dropped, {} waker swaps",
         first + n,
         t.elapsed().as_secs_f64(),
         total.pages,
@@ -56,7 +57,8 @@ fn seeds_keep_the_oracle() {
         total.reads,
         total.faults,
         total.chaos,
-        total.abandoned
+        total.abandoned,
+        total.waker_swaps
     );
     // Over the default seeds, every kind of event happened: a simulation
     // whose faults or chaos stopped firing would pass for nothing.
@@ -69,6 +71,7 @@ fn seeds_keep_the_oracle() {
             ("faults", total.faults),
             ("resets, drops and closes", total.chaos),
             ("dropped unwanted reads", total.abandoned),
+            ("waker swaps", total.waker_swaps),
         ] {
             assert!(count > 0, "no {what} in {n} seeds");
         }

@@ -12,8 +12,10 @@
 //!   arrive out of order; now and then a read is short (its remainder goes
 //!   back in the queue), fails with EIO, is retried by the engine after
 //!   EAGAIN, or is dropped (cancelled); a read no stream wants any more
-//!   ([`ReadRequest::is_wanted`]) is dropped half the time. Its hints vary
-//!   by seed: `retry_blocks`, `full_look_ahead`, and `help` (a stream about
+//!   ([`ReadRequest::is_wanted`]) is dropped half the time; by seed, none,
+//!   half or all of its reads say they were served from the page cache.
+//!   Its hints vary by seed: `retry_blocks`, `full_look_ahead`, `advice`
+//!   (the engine then takes it), `cached_reads`, and `help` (a stream about
 //!   to wait completes one of its file's reads itself);
 //! - **the streams**: `max_ios`, `io_combine_limit`, gaps, fast path,
 //!   `full`, a ring, a yield budget in items (a time budget would make a
@@ -34,8 +36,8 @@
 //! names the stream, its resets and its position); errors come only in
 //! place and only for a cause: past the end, or an EIO or a cancellation
 //! the engine injected into a read for that stream, since its last reset,
-//! covering that block, or the pool exhausted (after which the same block
-//! comes next); a read dropped because no stream wanted it any more may
+//! covering that block, or the pool exhausted (every frame pinned or being
+//! read as the error is handed out; the same block comes next); a read dropped because no stream wanted it any more may
 //! cause no error at all. At the end no pin is held, no frame is in IO, and
 //! scans of every file and of a new file twice the pool's size through the
 //! pool read every block right. A stream that waits while nothing can wake
@@ -54,8 +56,8 @@
 use super::stamp;
 use super::{MemEngine, MemFile, SplitMix};
 use crate::{
-    BlockSource, BufferPool, EngineFile, EngineHints, IoEngine, ReadError, ReadRequest, ReadStream,
-    RingSize, StreamStats, YieldBudget,
+    BlockSource, BufferPool, CachedReads, EngineFile, EngineHints, IoEngine, ReadError,
+    ReadRequest, ReadStream, RingSize, StreamStats, YieldBudget,
 };
 use futures::Stream;
 use std::collections::{BTreeSet, VecDeque};
@@ -89,6 +91,9 @@ pub struct SimReport {
     pub chaos: u64,
     /// Reads no stream wanted any more, dropped by the engine.
     pub abandoned: u64,
+    /// Polls with a new waker (the old one then wakes nothing the
+    /// executor looks at).
+    pub waker_swaps: u64,
     /// The virtual clock at the end.
     pub virtual_time: u64,
 }
@@ -164,6 +169,11 @@ struct EngineState {
     eio: BTreeSet<(Owner, u64)>,
     cancelled: BTreeSet<(Owner, u64)>,
     report: SimReport,
+    /// Reads reported served from the page cache, per mille, drawn from
+    /// their own generator (so that the other draws of a seed stay as
+    /// they were).
+    cached_per_mille: u64,
+    cached_rng: SplitMix,
 }
 
 /// The simulated engine: holds every read until the simulation completes
@@ -294,8 +304,10 @@ impl SimEngine {
             st.report.faults += 1;
             n = 1 + st.rng.below(n as u64 - 1) as usize;
         }
+        let cached = st.cached_rng.below(1000) < st.cached_per_mille;
         drop(st);
         let mut req = req;
+        req.set_served_from_cache(cached);
         let copied = req.copy_from(&data[off..off + n]);
         if let Some(rest) = req.complete(Ok(copied)) {
             let mut st = self.lock();
@@ -328,6 +340,11 @@ impl IoEngine for SimEngine {
     /// lets a waiting stream do one.
     fn help(&self, file: &MemFile) -> bool {
         self.complete_where(Some(file))
+    }
+
+    /// Takes advice, with the `advice` hint (by seed).
+    fn advise(&self, _file: &MemFile, _offset: u64, _len: u64) -> bool {
+        self.hints.advice
     }
 
     fn name(&self) -> &'static str {
@@ -480,6 +497,7 @@ fn fail(seed: u64, what: impl Into<String>) -> SimFailure {
 /// Runs the simulation of `seed`; see the module docs.
 pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
     let mut rng = SplitMix::new(seed ^ 0x5EED_5EED_5EED_5EED);
+    let mut swaps = SplitMix::new(seed ^ 0x3A4E_5EED_0000_0001);
     let mem = MemEngine::new();
     let nfiles = 1 + rng.below(2) as usize;
     let files: Vec<MemFile> = (0..nfiles)
@@ -507,10 +525,20 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
             short: rng.below(200),
         }
     };
+    // Draws added since the first seeds were recorded come from their own
+    // generator, so that a seed's other draws stay as they were.
+    let mut more = SplitMix::new(seed ^ 0x41D5_0000_0002);
     let hints = EngineHints::new()
         .with_retry_blocks(rng.below(4) != 0)
         .with_full_look_ahead(rng.below(3) == 0)
-        .with_help(rng.below(3) == 0);
+        .with_help(rng.below(3) == 0)
+        .with_advice(more.below(2) == 0)
+        .with_cached_reads(match more.below(3) {
+            0 => CachedReads::One,
+            _ => CachedReads::InFlight(1 + more.below(8) as usize),
+        });
+    let cached_per_mille = [0, 0, 500, 1000][more.below(4) as usize];
+    let cached_rng = SplitMix::new(more.next_u64());
     let engine = SimEngine {
         state: Arc::new(Mutex::new(EngineState {
             now: 0,
@@ -524,6 +552,8 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
             eio: BTreeSet::new(),
             cancelled: BTreeSet::new(),
             report: SimReport::default(),
+            cached_per_mille,
+            cached_rng,
         })),
         hints,
     };
@@ -681,6 +711,15 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
                 _ => {}
             }
         }
+        // Now and then a new waker, as an executor that moves the task
+        // gives: a wake-up only the old one gets is lost, which the
+        // executor sees as a hang. (Its own generator, so that every other
+        // draw of a seed stays as it was.)
+        if swaps.below(8) == 0 {
+            c.flag = Arc::new(Flag(AtomicBool::new(false)));
+            c.waker = Waker::from(Arc::clone(&c.flag));
+            report.waker_swaps += 1;
+        }
         let mut cx = Context::from_waker(&c.waker);
         match &mut c.state {
             State::Done => {}
@@ -762,6 +801,19 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
                                 }
                                 Some(ReadError::PoolExhausted { .. }) => {
                                     report.exhausted += 1;
+                                    // Said in the poll that found no frame
+                                    // to claim, and nothing has run since:
+                                    // every frame is pinned or being read.
+                                    let ps = pool.stats();
+                                    if ps.pinned + ps.reading < ps.frames {
+                                        return Err(fail(
+                                            seed,
+                                            format!(
+                                                "stream {k} item {}: pool exhausted, but {ps}",
+                                                c.pos
+                                            ),
+                                        ));
+                                    }
                                     // The same block comes next: let go of
                                     // what this consumer holds.
                                     for g in c.held.drain(..) {
