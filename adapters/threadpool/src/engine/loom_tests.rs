@@ -82,6 +82,30 @@ fn stream<E: IoEngine<File = ThreadPoolFile>>(
         .expect("stream")
 }
 
+/// A pool of 8 frames of `BS` bytes.
+fn pool() -> BufferPool {
+    BufferPool::builder()
+        .frames(8)
+        .block_size(BS)
+        .build()
+        .expect("pool")
+}
+
+/// Reads the stream to its end, checking that it hands out blocks
+/// `0..n` in order, each with its bytes.
+fn read_all<E: IoEngine>(s: &mut ReadStream<E, source::Forward>, seed: u64, n: u64) {
+    block_on(async {
+        let mut next = 0;
+        while let Some(page) = s.next().await {
+            let page = page.expect("no read fails");
+            assert_eq!(page.block(), next, "pages out of order");
+            assert!(stamp::check(seed, next, &page), "block {next}'s bytes");
+            next += 1;
+        }
+        assert_eq!(next, n, "pages missing");
+    });
+}
+
 /// Asserts that every read stayed on the cached path: none found the page
 /// cache short (see the module docs) or went to an I/O thread.
 fn assert_all_cached(es: &EngineStats) {
@@ -113,23 +137,10 @@ fn loom_queued_reads_are_done_by_the_stream_or_the_helper() {
     );
     model(4, move || {
         warm(&path);
-        let pool = BufferPool::builder()
-            .frames(8)
-            .block_size(BS)
-            .build()
-            .expect("pool");
+        let pool = pool();
         let engine = engine();
         let mut s = stream(&pool, engine.clone(), &path, N);
-        block_on(async {
-            let mut next = 0;
-            while let Some(page) = s.next().await {
-                let page = page.expect("no read fails");
-                assert_eq!(page.block(), next, "pages out of order");
-                assert!(stamp::check(seed, next, &page), "block {next}'s bytes");
-                next += 1;
-            }
-            assert_eq!(next, N, "pages missing");
-        });
+        read_all(&mut s, seed, N);
         drop(s);
         let es = engine.stats();
         assert_all_cached(&es);
@@ -164,11 +175,7 @@ fn loom_queued_reads_are_done_at_shutdown() {
     let (f, path, seed) = stamped("loom-shutdown", N);
     model(4, move || {
         warm(&path);
-        let pool = BufferPool::builder()
-            .frames(8)
-            .block_size(BS)
-            .build()
-            .expect("pool");
+        let pool = pool();
         let engine = engine();
         let mut s = stream(&pool, engine.clone(), &path, N);
         block_on(async {
@@ -189,16 +196,7 @@ fn loom_queued_reads_are_done_at_shutdown() {
             .cached_reads(CachedReads::One)
             .build();
         let mut s2 = stream(&pool, again.clone(), &path, started);
-        block_on(async {
-            let mut next = 0;
-            while let Some(page) = s2.next().await {
-                let page = page.expect("no read fails");
-                assert_eq!(page.block(), next, "pages out of order");
-                assert!(stamp::check(seed, next, &page), "block {next}'s bytes");
-                next += 1;
-            }
-            assert_eq!(next, started, "pages missing");
-        });
+        read_all(&mut s2, seed, started);
         let st = s2.stats();
         assert_eq!(st.reads, 0, "a queued read was dropped unread: {st}");
     });
@@ -219,27 +217,14 @@ fn loom_thread_reads_are_never_stranded() {
     let (f, path, seed) = stamped("loom-threads", N);
     model(3, move || {
         warm(&path);
-        let pool = BufferPool::builder()
-            .frames(8)
-            .block_size(BS)
-            .build()
-            .expect("pool");
+        let pool = pool();
         let engine = ThreadPoolEngine::builder()
             .threads(1)
             .aio(false)
             .nowait(false)
             .build();
         let mut s = stream(&pool, engine.clone(), &path, N);
-        block_on(async {
-            let mut next = 0;
-            while let Some(page) = s.next().await {
-                let page = page.expect("no read fails");
-                assert_eq!(page.block(), next, "pages out of order");
-                assert!(stamp::check(seed, next, &page), "block {next}'s bytes");
-                next += 1;
-            }
-            assert_eq!(next, N, "pages missing");
-        });
+        read_all(&mut s, seed, N);
         drop(s);
         let es = engine.stats();
         assert_eq!(es.queued, N, "{es:?}");
