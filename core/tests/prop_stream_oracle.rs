@@ -7,9 +7,9 @@
 //! holes, which reads may cover (`gap_limit`): their pages are never handed
 //! out, and stay in the pool with their own bytes.
 //!
-//! The engine here is `Manual`: it only queues requests. The test polls the
-//! stream with a no-op waker and, whenever it is pending, completes one
-//! queued request chosen at random — so completions arrive in random order —
+//! The engine here holds every request (`Stall::every_read`). The test
+//! polls the stream with a no-op waker and, whenever it is pending,
+//! completes one held request chosen at random — so completions arrive in random order —
 //! with a random short count now and then (the remainder goes back into the
 //! queue, as an engine must issue it). Several streams may share the pool.
 //!
@@ -24,28 +24,16 @@
 use futures::task::noop_waker;
 use futures::Stream;
 use pagestream::source::BlockSource;
-use pagestream::testing::{stamp, MemEngine, MemFile, SplitMix};
-use pagestream::{BufferPool, EngineFile, IoEngine, ReadRequest, ReadStream};
+use pagestream::testing::{stamp, MemEngine, SplitMix, Stall};
+use pagestream::{BufferPool, EngineFile, IoEngine, ReadStream};
 use proptest::prelude::*;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-type Queue = Arc<Mutex<Vec<(MemFile, ReadRequest)>>>;
-
-#[derive(Clone)]
-struct Manual(Queue);
-
-impl IoEngine for Manual {
-    type File = MemFile;
-    fn start_read(&self, file: &MemFile, req: ReadRequest) {
-        self.0.lock().unwrap().push((file.clone(), req));
-    }
-    fn name(&self) -> &'static str {
-        "manual"
-    }
-}
+/// Holds every read until [`pump`] completes it.
+type Queue = Stall<MemEngine>;
 
 /// The blocks of `seq`, then `None`, then (if asked again, which the stream
 /// must never do) block 0 forever; counts the blocks it named and the calls
@@ -79,13 +67,13 @@ impl BlockSource for Watched {
 
 /// Completes one queued request at random, maybe short.
 fn pump(q: &Queue, rng: &mut SplitMix, short_per_mille: u64) -> bool {
-    let mut g = q.lock().unwrap();
-    if g.is_empty() {
+    let held = q.held();
+    if held == 0 {
         return false;
     }
-    let i = rng.below(g.len() as u64) as usize;
-    let (file, mut req) = g.swap_remove(i);
-    drop(g);
+    let (file, mut req) = q
+        .take(rng.below(held as u64) as usize)
+        .expect("a held read");
     let data = file.bytes();
     let off = req.offset() as usize;
     let end = (off + req.len_bytes()).min(data.len());
@@ -95,7 +83,7 @@ fn pump(q: &Queue, rng: &mut SplitMix, short_per_mille: u64) -> bool {
     }
     let copied = req.copy_from(&data[off..off + n]);
     if let Some(rest) = req.complete(Ok(copied)) {
-        q.lock().unwrap().push((file, rest));
+        q.start_read(&file, rest);
     }
     true
 }
@@ -138,7 +126,7 @@ proptest! {
         let file = mem.create_stamped(nblocks, 8192);
         let seed_file = file.seed();
         let pool = BufferPool::new(frames, 8192).unwrap();
-        let q: Queue = Arc::default();
+        let q: Queue = Stall::every_read(MemEngine::new());
         let pulled: Vec<Arc<AtomicUsize>> = seqs.iter().map(|_| Arc::default()).collect();
         let asked_after_end: Vec<Arc<AtomicUsize>> = seqs.iter().map(|_| Arc::default()).collect();
         let mut streams: Vec<_> = seqs
@@ -151,7 +139,7 @@ proptest! {
                     pulled: Arc::clone(&pulled[k]),
                     asked_after_end: Arc::clone(&asked_after_end[k]),
                 };
-                ReadStream::builder(&pool, Manual(q.clone()), file.clone())
+                ReadStream::builder(&pool, q.clone(), file.clone())
                     .max_ios(max_ios)
                     .io_combine_limit(combine)
                     .gap_limit(gap_limit)

@@ -11,30 +11,14 @@
 use futures::task::noop_waker;
 use futures::Stream;
 use libfuzzer_sys::fuzz_target;
-use pagestream::testing::{stamp, MemEngine, MemFile};
-use pagestream::{source, BufferPool, IoEngine, ReadError, ReadRequest, ReadStream, YieldBudget};
+use pagestream::testing::{stamp, MemEngine, Stall};
+use pagestream::{source, BufferPool, IoEngine, ReadError, ReadStream, YieldBudget};
 use std::collections::BTreeSet;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 const BS: usize = 512;
 const NBLOCKS: u64 = 72;
-
-type Queue = Arc<Mutex<Vec<ReadRequest>>>;
-
-#[derive(Clone, Default)]
-struct Manual(Queue);
-
-impl IoEngine for Manual {
-    type File = MemFile;
-    fn start_read(&self, _file: &MemFile, req: ReadRequest) {
-        self.0.lock().unwrap().push(req);
-    }
-    fn name(&self) -> &'static str {
-        "manual"
-    }
-}
 
 /// The fuzzer's bytes, read front to back; zeros once they run out.
 struct Bytes<'a>(&'a [u8]);
@@ -64,8 +48,9 @@ fuzz_target!(|data: &[u8]| {
     let mem = MemEngine::new();
     let file = mem.create_stamped(NBLOCKS, BS);
     let pool = BufferPool::new(frames, BS).unwrap();
-    let q = Queue::default();
-    let mut stream = ReadStream::builder(&pool, Manual(q.clone()), file.clone())
+    // Holds every read until the input completes it.
+    let q = Stall::every_read(MemEngine::new());
+    let mut stream = ReadStream::builder(&pool, q.clone(), file.clone())
         .max_ios(max_ios)
         .io_combine_limit(combine)
         .gap_limit(gap_limit)
@@ -109,11 +94,9 @@ fuzz_target!(|data: &[u8]| {
             Poll::Pending => {
                 // Complete one queued read, chosen by the input: whole,
                 // short, or failed.
-                let mut g = q.lock().unwrap();
-                assert!(!g.is_empty(), "waits with no read pending: hang");
-                let i = input.next() as usize % g.len();
-                let mut req = g.swap_remove(i);
-                drop(g);
+                let held = q.held();
+                assert!(held > 0, "waits with no read pending: hang");
+                let (_, mut req) = q.take(input.next() as usize % held).expect("a held read");
                 let how = input.next();
                 if how % 16 == 15 {
                     let b0 = req.first_block();
@@ -131,15 +114,13 @@ fuzz_target!(|data: &[u8]| {
                 }
                 let copied = req.copy_from(&bytes[off..off + n]);
                 if let Some(rest) = req.complete(Ok(copied)) {
-                    q.lock().unwrap().push(rest);
+                    q.start_read(&file, rest);
                 }
             }
         }
     }
     drop(stream);
-    for req in std::mem::take(&mut *q.lock().unwrap()) {
-        drop(req);
-    }
+    q.cancel_all();
     let ps = pool.stats();
     assert_eq!((ps.pinned, ps.reading), (0, 0), "left behind: {ps}");
 });

@@ -18,7 +18,10 @@ use values::*;
 
 /// The error names the text: `"{text:?}"` appears in it.
 fn names(e: &str, text: &str) {
-    assert!(e.contains(&format!("{text:?}")), "{e:?} does not name {text:?}");
+    assert!(
+        e.contains(&format!("{text:?}")),
+        "{e:?} does not name {text:?}"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -70,7 +73,10 @@ fuzz_target!(|data: &[u8]| {
                 Ok(()) => assert!(ok, "{bs} {size}"),
                 Err(e) => {
                     assert!(!ok, "{bs} {size}: {e}");
-                    assert!(e.0.contains("--block-size") || e.0.contains("--size"), "{e}");
+                    assert!(
+                        e.0.contains("--block-size") || e.0.contains("--size"),
+                        "{e}"
+                    );
                 }
             }
             let k = (x % 1024) as usize;
@@ -81,7 +87,10 @@ fuzz_target!(|data: &[u8]| {
             }
             match check_max_ios(k) {
                 Ok(()) => assert!(k <= pagestream::MAX_IOS, "{k}"),
-                Err(e) => assert!(k > pagestream::MAX_IOS && e.0.contains("--max-ios"), "{k}: {e}"),
+                Err(e) => assert!(
+                    k > pagestream::MAX_IOS && e.0.contains("--max-ios"),
+                    "{k}: {e}"
+                ),
             }
         }
     }

@@ -539,6 +539,17 @@ impl<E: IoEngine> Stall<E> {
         drop(held);
     }
 
+    /// Takes the held read at `index` (held reads are in the order they
+    /// were started, but for the one taken, whose place the last one
+    /// takes), for the caller to complete as it likes: a test that
+    /// decides the order, size and outcome of every completion. A
+    /// remainder it gives back with [`start_read`](IoEngine::start_read)
+    /// is held again (under [`every_read`](Self::every_read)).
+    pub fn take(&self, index: usize) -> Option<(E::File, ReadRequest)> {
+        let mut held = lock(&self.held);
+        (index < held.len()).then(|| held.swap_remove(index))
+    }
+
     /// Passes every held read to the inner engine.
     pub fn release_all(&self) {
         let held = std::mem::take(&mut *lock(&self.held));
