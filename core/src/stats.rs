@@ -64,7 +64,8 @@ pub struct StreamStats {
     pub pages: u64,
     /// Pages found valid in the pool when looked up (no read needed).
     pub hits: u64,
-    /// Of those, pages returned by the fast path.
+    /// Pages handed out by the fast path: the hits it found, and the page
+    /// it held when it started, which may have been read.
     pub fast_path_pages: u64,
     /// Pages this stream read from the engine (`gap_blocks` included).
     pub blocks_read: u64,

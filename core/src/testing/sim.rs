@@ -421,6 +421,12 @@ struct Consumer {
     asked_after_end: Arc<AtomicUsize>,
     /// Errors in a row for the same block (a pool exhausted by others).
     retries: u32,
+    /// Items handed out since the stream was built (all its sources), and
+    /// of those the errors, `PoolExhausted` ones apart: what `close`'s
+    /// stats must say.
+    items: u64,
+    errors: u64,
+    exhausted: u64,
 }
 
 /// A block sequence of one of the shapes the module docs list.
@@ -599,6 +605,9 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
             flag,
             asked_after_end,
             retries: 0,
+            items: 0,
+            errors: 0,
+            exhausted: 0,
         });
     }
     // Guards kept past their stream's end: (step to release it at, file).
@@ -724,7 +733,27 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
         match &mut c.state {
             State::Done => {}
             State::Closing(f) => {
-                if f.as_mut().poll(&mut cx).is_ready() {
+                if let Poll::Ready(st) = f.as_mut().poll(&mut cx) {
+                    // Its stats count what it handed out: pages (errors in
+                    // place included) and errors (a `PoolExhausted` is an
+                    // error but no page), and hold together.
+                    let pages = c.items - c.exhausted;
+                    let errors = c.errors + c.exhausted;
+                    if st.pages != pages
+                        || st.errors != errors
+                        || st.fast_path_pages > st.pages
+                        || st.gap_blocks > st.blocks_read
+                        || st.cached_reads > st.reads
+                        || st.max_in_flight > st.reads
+                    {
+                        return Err(fail(
+                            seed,
+                            format!(
+                                "stream {k} closed: {pages} pages and {errors} errors handed \
+                                 out, but its stats say {st:?}"
+                            ),
+                        ));
+                    }
                     c.state = State::Done;
                     for g in c.held.drain(..) {
                         orphans.push((steps + rng.below(2000), c.file, g));
@@ -746,6 +775,7 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
                     }
                 }
                 Poll::Ready(Some(item)) => {
+                    c.items += 1;
                     let Some(&want) = c.seq.get(c.pos) else {
                         return Err(fail(
                             seed,
@@ -801,6 +831,7 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
                                 }
                                 Some(ReadError::PoolExhausted { .. }) => {
                                     report.exhausted += 1;
+                                    c.exhausted += 1;
                                     // Said in the poll that found no frame
                                     // to claim, and nothing has run since:
                                     // every frame is pinned or being read.
@@ -837,6 +868,7 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
                                     format!("stream {k} item {} (block {want}): {e}", c.pos),
                                 ));
                             }
+                            c.errors += 1;
                             c.pos += 1;
                             c.retries = 0;
                         }
