@@ -43,11 +43,12 @@ fn seeds_keep_the_oracle() {
         total.chaos += r.chaos;
         total.abandoned += r.abandoned;
         total.waker_swaps += r.waker_swaps;
+        total.inline += r.inline;
     }
     println!(
         "simulation: seeds {first}..{} in {:.1} s: {} pages; errors explained: {} past the end, \
          {} of failed or cancelled reads, {} pool exhausted; {} reads, {} faults, \
-         {} resets/drops/closes, {} unwanted reads dropped, {} waker swaps",
+         {} resets/drops/closes, {} unwanted reads dropped, {} waker swaps, {} reads ended inline",
         first + n,
         t.elapsed().as_secs_f64(),
         total.pages,
@@ -58,7 +59,8 @@ fn seeds_keep_the_oracle() {
         total.faults,
         total.chaos,
         total.abandoned,
-        total.waker_swaps
+        total.waker_swaps,
+        total.inline
     );
     // Over the default seeds, every kind of event happened: a simulation
     // whose faults or chaos stopped firing would pass for nothing.
@@ -72,6 +74,7 @@ fn seeds_keep_the_oracle() {
             ("resets, drops and closes", total.chaos),
             ("dropped unwanted reads", total.abandoned),
             ("waker swaps", total.waker_swaps),
+            ("reads ended inside start_read", total.inline),
         ] {
             assert!(count > 0, "no {what} in {n} seeds");
         }

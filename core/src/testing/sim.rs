@@ -13,7 +13,9 @@
 //!   back in the queue), fails with EIO, is retried by the engine after
 //!   EAGAIN, or is dropped (cancelled); a read no stream wants any more
 //!   ([`ReadRequest::is_wanted`]) is dropped half the time; by seed, none,
-//!   half or all of its reads say they were served from the page cache.
+//!   half or all of its reads say they were served from the page cache,
+//!   and none, a tenth or half of its reads end (with the same faults)
+//!   inside `start_read`, as engines that try a read inline first do.
 //!   Its hints vary by seed: `retry_blocks`, `full_look_ahead`, `advice`
 //!   (the engine then takes it), `cached_reads`, and `help` (a stream about
 //!   to wait completes one of its file's reads itself);
@@ -66,7 +68,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
 /// Block size of the simulated files.
@@ -94,6 +96,8 @@ pub struct SimReport {
     /// Polls with a new waker (the old one then wakes nothing the
     /// executor looks at).
     pub waker_swaps: u64,
+    /// Reads the engine ended inside `start_read`.
+    pub inline: u64,
     /// The virtual clock at the end.
     pub virtual_time: u64,
 }
@@ -174,6 +178,10 @@ struct EngineState {
     /// they were).
     cached_per_mille: u64,
     cached_rng: SplitMix,
+    /// Reads ended inside `start_read`, per mille, by their own generator
+    /// (for the decision; their faults are drawn as any read's).
+    inline_per_mille: u64,
+    inline_rng: SplitMix,
 }
 
 /// The simulated engine: holds every read until the simulation completes
@@ -257,6 +265,23 @@ impl SimEngine {
             ..
         } = st.queue.swap_remove(i);
         st.now = st.now.max(due);
+        self.finish(st, owner, file, req);
+        true
+    }
+
+    /// Ends `req`, taken from the queue or just started (an engine that
+    /// completes a read inline, in `start_read`): a read no stream wants
+    /// any more is dropped half the time; else it fails (EIO), is
+    /// cancelled, is retried later (EAGAIN), or is read, maybe short (its
+    /// remainder queued). The request is completed or dropped outside the
+    /// lock: that runs the stream's hooks and wakes its task.
+    fn finish(
+        &self,
+        mut st: MutexGuard<'_, EngineState>,
+        owner: Owner,
+        file: MemFile,
+        req: ReadRequest,
+    ) {
         // A read no stream wants any more (its streams reset, closed or
         // dropped) may be dropped, as engines whose reads are worth
         // aborting do: no error may come of it, so its blocks are not
@@ -265,7 +290,7 @@ impl SimEngine {
             st.report.abandoned += 1;
             drop(st);
             drop(req);
-            return true;
+            return;
         }
         let f = st.faults;
         let roll = st.rng.below(1000);
@@ -287,13 +312,13 @@ impl SimEngine {
             } else {
                 drop(req);
             }
-            return true;
+            return;
         }
         if roll < f.eio + f.cancel + f.eagain {
             // The engine retries later, as it would after EAGAIN.
             st.report.faults += 1;
             Self::push(&mut st, owner, file, req);
-            return true;
+            return;
         }
         let data = file.bytes();
         // (A read past the end reads nothing: an unexpected end of file.)
@@ -313,7 +338,6 @@ impl SimEngine {
             let mut st = self.lock();
             Self::push(&mut st, owner, file, rest);
         }
-        true
     }
 
     /// Says which stream the next polls are for.
@@ -328,7 +352,15 @@ impl IoEngine for SimEngine {
     fn start_read(&self, file: &MemFile, req: ReadRequest) {
         let mut st = self.lock();
         let owner = st.current;
-        Self::push(&mut st, owner, file.clone(), req);
+        if st.inline_rng.below(1000) < st.inline_per_mille {
+            // Completed (or failed, or dropped) before `start_read`
+            // returns, as engines that try a read inline first do.
+            st.report.reads += 1;
+            st.report.inline += 1;
+            self.finish(st, owner, file.clone(), req);
+        } else {
+            Self::push(&mut st, owner, file.clone(), req);
+        }
     }
 
     fn hints(&self, _file: &MemFile) -> EngineHints {
@@ -545,6 +577,8 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
         });
     let cached_per_mille = [0, 0, 500, 1000][more.below(4) as usize];
     let cached_rng = SplitMix::new(more.next_u64());
+    let inline_per_mille = [0, 0, 100, 500][more.below(4) as usize];
+    let inline_rng = SplitMix::new(more.next_u64());
     let engine = SimEngine {
         state: Arc::new(Mutex::new(EngineState {
             now: 0,
@@ -560,6 +594,8 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
             report: SimReport::default(),
             cached_per_mille,
             cached_rng,
+            inline_per_mille,
+            inline_rng,
         })),
         hints,
     };
@@ -943,6 +979,7 @@ pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
     report.reads = st.report.reads;
     report.faults = st.report.faults;
     report.abandoned = st.report.abandoned;
+    report.inline = st.report.inline;
     report.virtual_time = st.now;
     Ok(report)
 }
