@@ -24,7 +24,10 @@
 //! list. The only error accepted is [`ReadError::PoolExhausted`] (64
 //! streams on a small pool may find every frame pinned), after which the
 //! same block must come next. Every 5 s the file is dropped from the OS
-//! page cache, so buffered sessions read from the device too.
+//! page cache, so buffered sessions read from the device too. At the end,
+//! with every stream and guard gone and the reads of dropped streams
+//! ended, no frame may be pinned or being read, and a scan of the whole
+//! file through the pool must find every page right.
 //!
 //! Fails (exit 1) on a wrong page, a lost page, another error, a hang (no
 //! page anywhere for 60 s), file descriptors left open after the runtime
@@ -481,6 +484,36 @@ impl Workload for Soak {
         let mut total = Tally::default();
         for t in future::join_all(workers).await {
             total.add(&t?);
+        }
+        // The reads of streams dropped mid-read end on their own.
+        let settle = Instant::now();
+        while pool.stats().reading > 0 && settle.elapsed() < Duration::from_secs(10) {
+            let _ = sleep(&timer, Duration::from_millis(1)).await;
+        }
+        let ps = pool.stats();
+        if ps.pinned != 0 || ps.reading != 0 {
+            return Err(io::Error::other(format!(
+                "every stream and guard gone, yet frames are left pinned or being read: {ps}"
+            )));
+        }
+        // Every frame is reusable and every page the pool kept is right:
+        // one scan of the whole file through it.
+        let opts = if self.buffered {
+            FileOptions::buffered(self.block_size)
+        } else {
+            FileOptions::direct(self.block_size)
+        };
+        let file = env.open(&self.path, opts).await?;
+        let mut all = ReadStream::builder(&pool, env.engine(), file)
+            .build(source::forward(0..self.nblocks))
+            .map_err(io::Error::other)?;
+        for b in 0..self.nblocks {
+            let page = all
+                .next()
+                .await
+                .ok_or_else(|| io::Error::other(format!("the final scan ended at block {b}")))??;
+            check_page(page.block(), b, self.stamp_seed, &page, "the final scan")?;
+            total.pages += 1;
         }
         Ok(total)
     }
