@@ -8,8 +8,9 @@
 #       features (default packages: pagestream pagestream-threadpool
 #       pagestream-uring).
 # tsan: ThreadSanitizer over the core's tests (the pool's atomics, the
-#       stream's mailbox and wake-ups) and the thread-pool engine's (its
-#       queues, helper thread and AIO reaper).
+#       stream's mailbox and wake-ups), the thread-pool engine's (its
+#       queues, helper thread and AIO reaper) and the io_uring engine's, all
+#       features (its driver shared between threads, uring-tokio's reaper).
 # valgrind: memcheck over the core's and the thread-pool engine's test
 #       binaries (stable toolchain, debug build). Not the io_uring engines:
 #       valgrind does not know what io_uring's kernel writes define. (It
@@ -34,7 +35,7 @@ packages=("$@")
 tsan_packages=("$@")
 valgrind_packages=("$@")
 [ ${#packages[@]} -gt 0 ] || packages=(pagestream pagestream-threadpool pagestream-uring)
-[ ${#tsan_packages[@]} -gt 0 ] || tsan_packages=(pagestream pagestream-threadpool)
+[ ${#tsan_packages[@]} -gt 0 ] || tsan_packages=(pagestream pagestream-threadpool pagestream-uring)
 [ ${#valgrind_packages[@]} -gt 0 ] || valgrind_packages=(pagestream pagestream-threadpool)
 host=$(rustc +nightly -vV | sed -n 's/^host: //p')
 
