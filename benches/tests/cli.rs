@@ -590,8 +590,8 @@ fn bad_input_fails_naming_the_flag() {
         "--workers",
     );
     bad(&["report", "--repeat", "0"], "--repeat");
-    bad(&["bogus"], "scan or report");
-    bad(&[], "scan or report");
+    bad(&["bogus"], "scan, report or soak");
+    bad(&[], "scan, report or soak");
 }
 
 /// tokio's own io_uring fs (a program built apart, with `--cfg
