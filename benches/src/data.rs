@@ -299,13 +299,7 @@ pub fn free_bytes(dir: &Path) -> io::Result<u64> {
 /// `bytes` in the largest binary unit it reaches, to one decimal
 /// (`60.9GiB`), for messages about amounts that are not round.
 fn format_approx(bytes: u64) -> String {
-    for (unit, shift) in [
-        ("PiB", 50),
-        ("TiB", 40),
-        ("GiB", 30),
-        ("MiB", 20),
-        ("KiB", 10),
-    ] {
+    for (unit, shift) in crate::args::UNITS {
         if bytes >= 1 << shift {
             return format!("{:.1}{unit}", bytes as f64 / (1u64 << shift) as f64);
         }

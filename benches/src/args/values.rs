@@ -190,15 +190,19 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// The binary units sizes are written in, largest first, with their
+/// power of two.
+pub const UNITS: [(&str, u32); 5] = [
+    ("PiB", 50),
+    ("TiB", 40),
+    ("GiB", 30),
+    ("MiB", 20),
+    ("KiB", 10),
+];
+
 /// Formats bytes as `1PiB`, `1GiB`, `256MiB`, `12KiB` or `123B` (exact units only).
 pub fn format_size(bytes: u64) -> String {
-    for (unit, shift) in [
-        ("PiB", 50),
-        ("TiB", 40),
-        ("GiB", 30),
-        ("MiB", 20),
-        ("KiB", 10),
-    ] {
+    for (unit, shift) in UNITS {
         if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
             return format!("{}{unit}", bytes >> shift);
         }
