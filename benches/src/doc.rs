@@ -24,6 +24,20 @@ pub const BEGIN: &str = "<!-- headline:begin -->";
 /// The line after the README's headline block.
 pub const END: &str = "<!-- headline:end -->";
 
+/// The line before the benchmark page's before/after block, which
+/// `scripts/compare.py` writes and a report keeps when it rewrites the page.
+pub const COMPARE_BEGIN: &str = "<!-- compare:begin -->";
+/// The line after that block.
+pub const COMPARE_END: &str = "<!-- compare:end -->";
+
+/// The before/after block of a benchmark page's text, markers included;
+/// `None` if it has none (or its markers are out of order).
+pub fn compare_block(page: &str) -> Option<&str> {
+    let b = page.find(COMPARE_BEGIN)?;
+    let e = b + page[b..].find(COMPARE_END)? + COMPARE_END.len();
+    Some(&page[b..e])
+}
+
 /// The machine the report ran on.
 #[derive(Debug, Clone, Default)]
 pub struct Machine {
@@ -658,6 +672,12 @@ pub(crate) fn write(
     if let Some(o) = objects {
         crate::remote::section_markdown(&mut m, o);
     }
+    // The before/after comparison is measured by another tool, with other
+    // builds: keep it, at the end of the page.
+    let old = std::fs::read_to_string(&t.doc).unwrap_or_default();
+    if let Some(block) = compare_block(&old) {
+        let _ = writeln!(m, "\n{block}");
+    }
     if let Some(parent) = t.doc.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -743,6 +763,18 @@ mod tests {
         assert_eq!(replace_block("no markers", "x"), None);
         assert_eq!(replace_block(&format!("{BEGIN} only"), "x"), None);
         assert_eq!(replace_block(&format!("{END} then {BEGIN}"), "x"), None);
+    }
+
+    #[test]
+    fn the_compare_block_is_found_with_its_markers() {
+        let block = format!("{COMPARE_BEGIN}\n## Before and after\n| a |\n{COMPARE_END}");
+        let page = format!("# Benchmarks\n\nrows\n\n{block}\n");
+        assert_eq!(compare_block(&page), Some(block.as_str()));
+        assert_eq!(compare_block("# Benchmarks\n"), None);
+        assert_eq!(
+            compare_block(&format!("{COMPARE_END} {COMPARE_BEGIN}")),
+            None
+        );
     }
 
     #[test]

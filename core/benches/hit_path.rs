@@ -97,7 +97,7 @@ fn main() {
         ("Vec<page> iteration, 1 thread", vec![]),
         ("stream hot scan, 1 thread", vec![]),
         ("stream hot scan, no fast path", vec![]),
-        ("stream hot scan, prefetch on", vec![]),
+        ("stream hot scan, prefetch off", vec![]),
         ("stream hot scan, 2 threads, same file", vec![]),
         ("stream hot scan, 2 threads, two files", vec![]),
         ("stream hot scan, no yield budget", vec![]),
@@ -107,25 +107,25 @@ fn main() {
         // Interleave the configurations run by run.
         let (t, s1) = vec_scan(&pages);
         rows[0].1.push(t);
-        let (t, s2) = stream_scan(&pool, &engine, &fa, n, true, false, auto);
+        let (t, s2) = stream_scan(&pool, &engine, &fa, n, true, true, auto);
         assert_eq!(s1, s2, "checksums differ");
         rows[1].1.push(t);
         rows[2]
             .1
-            .push(stream_scan(&pool, &engine, &fa, n, false, false, auto).0);
+            .push(stream_scan(&pool, &engine, &fa, n, false, true, auto).0);
         rows[3]
             .1
-            .push(stream_scan(&pool, &engine, &fa, n, true, true, auto).0);
+            .push(stream_scan(&pool, &engine, &fa, n, true, false, auto).0);
         rows[6]
             .1
-            .push(stream_scan(&pool, &engine, &fa, n, true, false, YieldBudget::Unlimited).0);
+            .push(stream_scan(&pool, &engine, &fa, n, true, true, YieldBudget::Unlimited).0);
         for (k, files) in [(4, [&fa, &fa]), (5, [&fa, &fb])] {
             let t = std::thread::scope(|sc| {
                 let hs: Vec<_> = files
                     .iter()
                     .map(|f| {
                         let (pool, engine) = (pool.clone(), engine.clone());
-                        sc.spawn(move || stream_scan(&pool, &engine, f, n, true, false, auto).0)
+                        sc.spawn(move || stream_scan(&pool, &engine, f, n, true, true, auto).0)
                     })
                     .collect();
                 hs.into_iter()

@@ -244,7 +244,7 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
             gap_limit: 0,
             fast_path: true,
             full: false,
-            prefetch: false,
+            prefetch: true,
             short_last_page: false,
             yield_budget: YieldBudget::DEFAULT,
         }
@@ -332,10 +332,10 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     /// When a page is handed out, ask the CPU to fetch the next queued page's
     /// first cache lines and its last one (a heap page's header, line
     /// pointers and first tuple) while the consumer works on this one. A
-    /// no-op where the platform has no prefetch hint. Default off: with a
-    /// consumer that reads only a page's first bytes it is about 3 ns per
-    /// page slower (`cargo bench -p pagestream --features testing --bench
-    /// hit_path`); turn it on for consumers that walk the page.
+    /// no-op where the platform has no prefetch hint. Default on: hot scans
+    /// of heap pages ran faster with it, and a consumer that reads only a
+    /// page's first bytes measured no cost (figures and commands:
+    /// `docs/engines.md`, "Prefetch on by default").
     pub fn prefetch(mut self, on: bool) -> Self {
         self.prefetch = on;
         self

@@ -73,6 +73,11 @@ pub fn fit_io_memory(requested: usize, executors: usize) -> io::Result<usize> {
 /// A [`LocalExecutorBuilder`] at `placement` whose `io_memory` is
 /// [`DEFAULT_IO_MEMORY`] or what fits `RLIMIT_MEMLOCK` (see
 /// [`fit_io_memory`]; this executor is assumed to be the user's only one).
+///
+/// glommio 0.9 ignores `spin_before_park` on an executor without a CPU
+/// binding (`Placement::Unbound`): to spin, bind it, for instance with
+/// `Placement::Fenced(CpuSet::online()?)`, which still lets the thread move
+/// between CPUs. The trade is measured in `docs/engines.md` (glommio).
 pub fn executor_builder(placement: Placement) -> io::Result<LocalExecutorBuilder> {
     Ok(LocalExecutorBuilder::new(placement).io_memory(fit_io_memory(DEFAULT_IO_MEMORY, 1)?))
 }
