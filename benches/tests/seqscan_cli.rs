@@ -69,8 +69,9 @@ fn small_run_reports_json_per_run() {
         .filter(|l| field(l, "runtime") == "threadpool" && field(l, "cache") == "hot")
         .map(|l| field(l, "prefetch"))
         .collect();
-    // Off then on, then reversed on the second repeat.
-    assert_eq!(prefetch, ["false", "true", "true", "false"], "{stdout}");
+    // On (the library's default) then off, then reversed on the second
+    // repeat.
+    assert_eq!(prefetch, ["true", "false", "false", "true"], "{stdout}");
     let checksum = field(lines[0], "checksum");
     for l in &lines {
         for key in [

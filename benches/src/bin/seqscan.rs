@@ -99,7 +99,8 @@ options:
   --baseline-buffer SIZE  read-loop buffer (default 128KiB)
   --no-read-loop      skip the read-loop baseline in warm runs
   --prefetch on|off|both  page prefetch when a page is handed out (default:
-                      hot runs both, one after the other; cold/warm off)
+                      hot runs both, one after the other; cold/warm on, the
+                      library's default)
   --no-memory-loop    skip the in-memory baseline in hot runs
   --repeat N          runs of each mode (default 1; with more, medians)
   --nowait on|off     threadpool, uring, uring-tokio: inline RWF_NOWAIT attempt
@@ -189,7 +190,7 @@ struct Opts {
     read_loop: bool,
     /// Prefetch settings to run (hot: each; cold/warm: the first).
     #[arg(long, default_value = "both", value_parser = |s: &str| match s {
-        "both" => Ok(vec![false, true]),
+        "both" => Ok(vec![true, false]),
         _ => parse_on_off(s).map(|on| vec![on]),
     })]
     prefetch: List<bool>,

@@ -92,7 +92,7 @@ options:
   --pool-frames N     buffer pool frames for none/cold/warm runs (default
                       16384; hot uses a pool holding the whole relation)
   --prefetch on|off   prefetch the next page's first cache lines when a page
-                      is handed out (default off)
+                      is handed out (default on, the library's default)
   --tuple-order lp|reverse  visit a page's line pointers from the first
                       (default) or from the last (tuples in ascending
                       memory order on a page filled by inserts)
@@ -147,7 +147,7 @@ struct Opts {
     combine: usize,
     #[arg(long, default_value = "16384", value_parser = number::<usize>)]
     pool_frames: usize,
-    #[arg(long, default_value = "off", value_parser = parse_on_off, action = ArgAction::Set)]
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     prefetch: bool,
     #[arg(long, default_value = "lp", value_parser = |s: &str| match s {
         "lp" => Ok(TupleOrder::LinePointer),
