@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 7's hot path and bitmap heap scan, logged to target/measure/:
 # - hot-prefetch: seqscan --cache hot on the 1 GiB default file, 7 repeats of
-#   the in-memory loop, the stream without and with page prefetch (order
+#   the in-memory loop, the stream with and without page prefetch (order
 #   reversed every other repeat); the summary gives ns/page and overhead;
 # - bitmap-*: bitmapscan on the same file, cold, max_ios 0…16 × read-ahead
 #   on / off / O_DIRECT, 5 interleaved repeats, uniform at densities 0.001

@@ -673,11 +673,13 @@ pub(crate) fn write(
         crate::remote::section_markdown(&mut m, o);
     }
     // The before/after comparison is measured by another tool, with other
-    // builds: keep it, at the end of the page.
-    let old = std::fs::read_to_string(&t.doc).unwrap_or_default();
-    if let Some(block) = compare_block(&old) {
-        let _ = writeln!(m, "\n{block}");
-    }
+    // builds: keep it.
+    let old = match std::fs::read_to_string(&t.doc) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    keep_compare_block(&mut m, &old);
     if let Some(parent) = t.doc.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -698,6 +700,13 @@ pub(crate) fn write(
         }
     }
     Ok(())
+}
+
+/// Adds `old` page's before/after block, if it has one, at the end of `page`.
+fn keep_compare_block(page: &mut String, old: &str) {
+    if let Some(block) = compare_block(old) {
+        let _ = writeln!(page, "\n{block}");
+    }
 }
 
 /// Replaces what lies between [`BEGIN`] and [`END`] in `text` with `block`;
@@ -775,6 +784,27 @@ mod tests {
             compare_block(&format!("{COMPARE_END} {COMPARE_BEGIN}")),
             None
         );
+    }
+
+    #[test]
+    fn a_rewritten_page_keeps_the_compare_block_once() {
+        let block = format!("{COMPARE_BEGIN}\n## Before and after\n{COMPARE_END}");
+        let mut first = "# Benchmarks\n\nnew rows\n".to_string();
+        keep_compare_block(
+            &mut first,
+            &format!("# Benchmarks\n\nold rows\n\n{block}\n"),
+        );
+        assert!(first.starts_with("# Benchmarks\n\nnew rows\n"), "{first}");
+        assert_eq!(first.matches(COMPARE_BEGIN).count(), 1, "{first}");
+        assert_eq!(compare_block(&first), Some(block.as_str()));
+        // Rewritten again from its own output: the same page.
+        let mut second = "# Benchmarks\n\nnew rows\n".to_string();
+        keep_compare_block(&mut second, &first);
+        assert_eq!(second, first);
+        // A page without the block stays as generated.
+        let mut plain = "# Benchmarks\n".to_string();
+        keep_compare_block(&mut plain, "# Benchmarks\n\nold rows\n");
+        assert_eq!(plain, "# Benchmarks\n");
     }
 
     #[test]

@@ -61,8 +61,8 @@ fn small_run_reports_json_per_run() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "seqscan failed: {stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
-    // Two repeats of cold, read-loop, warm, memory loop, hot without and
-    // with prefetch.
+    // Two repeats of cold, read-loop, warm, memory loop, hot with and
+    // without prefetch.
     assert_eq!(lines.len(), 12, "{stdout}");
     let prefetch: Vec<&str> = lines
         .iter()

@@ -332,10 +332,12 @@ impl<E: IoEngine, S> StreamBuilder<E, S> {
     /// When a page is handed out, ask the CPU to fetch the next queued page's
     /// first cache lines and its last one (a heap page's header, line
     /// pointers and first tuple) while the consumer works on this one. A
-    /// no-op where the platform has no prefetch hint. Default on: hot scans
-    /// of heap pages ran faster with it, and a consumer that reads only a
-    /// page's first bytes measured no cost (figures and commands:
-    /// `docs/engines.md`, "Prefetch on by default").
+    /// no-op where the platform has no prefetch hint. Default on: it pays
+    /// when the pages come from memory rather than the CPU's caches (a
+    /// pool larger than the caches, a consumer that reads a page's first
+    /// and last lines); a hot set that fits the caches, or another machine,
+    /// may gain nothing or pay a little. Figures and the commands to
+    /// measure it: `docs/engines.md`, "Prefetch on by default".
     pub fn prefetch(mut self, on: bool) -> Self {
         self.prefetch = on;
         self

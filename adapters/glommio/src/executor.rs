@@ -77,7 +77,8 @@ pub fn fit_io_memory(requested: usize, executors: usize) -> io::Result<usize> {
 /// glommio 0.9 ignores `spin_before_park` on an executor without a CPU
 /// binding (`Placement::Unbound`): to spin, bind it, for instance with
 /// `Placement::Fenced(CpuSet::online()?)`, which still lets the thread move
-/// between CPUs. The trade is measured in `docs/engines.md` (glommio).
+/// between the online CPUs (widening an affinity the process started with).
+/// The trade is measured in `docs/engines.md` (glommio).
 pub fn executor_builder(placement: Placement) -> io::Result<LocalExecutorBuilder> {
     Ok(LocalExecutorBuilder::new(placement).io_memory(fit_io_memory(DEFAULT_IO_MEMORY, 1)?))
 }

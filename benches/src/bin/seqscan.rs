@@ -25,7 +25,7 @@
 //!   plain `read` loop over 128 KiB buffers (`read-loop` row) runs beside it,
 //!   alternating which goes first.
 //! - **hot**: a pool holding the whole file is filled by one scan, then
-//!   scans are timed with the stream's page prefetch off and on (`--prefetch`;
+//!   scans are timed with the stream's page prefetch on and off (`--prefetch`;
 //!   the next queued page's first two and last cache lines are prefetched
 //!   when a page is handed out), beside a `memory` row that iterates the
 //!   same pages in one 4096-aligned buffer without a stream, alternating
@@ -310,8 +310,16 @@ impl Run {
         if let Some(t) = self.read_call_seconds {
             j.set("read_call_seconds", t);
         }
-        if let Some(p) = self.prefetch {
-            j.set("prefetch", p);
+        // Hot runs say which setting they timed; the other stream runs use
+        // the first `--prefetch` setting.
+        match (self.runtime, self.prefetch) {
+            ("read-loop" | "memory", _) => {}
+            (_, Some(p)) => {
+                j.set("prefetch", p);
+            }
+            (_, None) => {
+                j.set("prefetch", o.prefetch[0]);
+            }
         }
         if let Some((valid, ev, ring)) = self.pool {
             j.set("pool_valid", valid)
