@@ -7,7 +7,12 @@
 //! threads shows whether they do.
 //!
 //! Run: `cargo bench -p pagestream --features testing --bench hit_path`
-//! (`-- --pages N --repeat R` to change the size).
+//! (`-- --pages N --repeat R` to change the size). `-- --profile` runs one
+//! hot scan through a stream and nothing else, for an instruction count
+//! that does not depend on the machine's noise:
+//! `valgrind --tool=callgrind target/release/deps/hit_path-* --profile`,
+//! then `callgrind_annotate` (the stream's functions per page: divide by
+//! `--pages`).
 
 use futures::executor::block_on;
 use futures::StreamExt;
@@ -68,6 +73,7 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
 fn main() {
     let mut n: u64 = 32768;
     let mut repeat = 7;
+    let mut profile = false;
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < args.len() {
@@ -80,6 +86,7 @@ fn main() {
                 repeat = args[i + 1].parse().expect("--repeat N");
                 i += 1;
             }
+            "--profile" => profile = true,
             _ => {} // cargo bench passes --bench
         }
         i += 1;
@@ -88,6 +95,16 @@ fn main() {
     let fa = engine.create_stamped(n, BS);
     let fb = engine.create_stamped(n, BS);
     let pool = BufferPool::new(2 * n as usize, BS).unwrap();
+    if profile {
+        stream_scan_cold(&pool, &engine, &fa, n);
+        let auto = YieldBudget::DEFAULT;
+        let (t, _) = stream_scan(&pool, &engine, &fa, n, true, true, auto);
+        println!(
+            "one hot scan of {n} pages: {:.1} ns per page",
+            t * 1e9 / n as f64
+        );
+        return;
+    }
     let pages: Vec<Vec<u8>> = fa.bytes().chunks(BS).map(|c| c.to_vec()).collect();
     // Prewarm both files.
     stream_scan_cold(&pool, &engine, &fa, n);

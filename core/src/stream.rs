@@ -927,6 +927,10 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
 
     /// Hands finished reads to the planner; returns whether there were any.
     fn drain_done(&mut self) -> bool {
+        // Nothing finished, as on every page of a cached scan: one load.
+        if self.shared.has_done.load(Ordering::Acquire) == 0 {
+            return false;
+        }
         let mut done = std::mem::take(&mut self.done_scratch);
         self.shared.take_done(&mut done);
         let any = !done.is_empty();

@@ -114,8 +114,8 @@ pub(crate) fn claimed(g: u32, st: Status) -> u64 {
 /// What [`FrameHeader::pin_if_gen`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PinIf {
-    /// Pinned.
-    Pinned,
+    /// Pinned; the state word the pin made.
+    Pinned(u64),
     /// The frame has moved on to another generation.
     Stale,
     /// The frame has `PIN_MASK` pins already (16.7 million).
@@ -167,7 +167,7 @@ impl FrameHeader {
                 .state
                 .compare_exchange_weak(s, n, Ordering::Acquire, Ordering::Relaxed)
             {
-                Ok(_) => return PinIf::Pinned,
+                Ok(_) => return PinIf::Pinned(n),
                 Err(cur) => s = cur,
             }
         }

@@ -502,7 +502,11 @@ impl PoolInner {
         let file = view.id();
         let seen = view.slot(block).load(Ordering::Acquire);
         match self.pin_slot(seen, file, block) {
-            SlotPin::Pinned(f) => Ok(Ok(self.classify_pinned(f))),
+            // A frame VALID when pinned stays VALID while the pin is held
+            // (frame.rs rule 3: only a claim, which needs no pins, takes a
+            // frame out of VALID): no second look at its state.
+            SlotPin::Pinned(f, s) if frame::status(s) == Status::Valid => Ok(Ok(Lookup::Hit(f))),
+            SlotPin::Pinned(f, _) => Ok(Ok(self.classify_pinned(f))),
             SlotPin::Stale => Ok(Err(seen)),
             SlotPin::Full => Err(Exhausted),
         }
@@ -540,11 +544,11 @@ impl PoolInner {
         }
         let (f, g) = table::unpack(slot);
         let hdr = self.header(f);
-        match hdr.pin_if_gen(g) {
-            PinIf::Pinned => {}
+        let pinned = match hdr.pin_if_gen(g) {
+            PinIf::Pinned(s) => s,
             PinIf::Stale => return SlotPin::Stale,
             PinIf::Full => return SlotPin::Full,
-        }
+        };
         // Generations are 32 bits and stale slots are never cleared, so
         // after 2^32 claims of one frame an old slot can match again: the
         // tag decides. It was written before the frame was published and
@@ -554,7 +558,7 @@ impl PoolInner {
             hdr.unpin();
             return SlotPin::Stale;
         }
-        SlotPin::Pinned(f)
+        SlotPin::Pinned(f, pinned)
     }
 
     /// Installs the claimed `victim` (pins = 1, EMPTY, unpublished) for
@@ -580,7 +584,7 @@ impl PoolInner {
             // stays stale: its frame's generation only grows.)
             if cur != stale {
                 match self.pin_slot(cur, file, block) {
-                    SlotPin::Pinned(f) => {
+                    SlotPin::Pinned(f, _) => {
                         self.release_claim(victim);
                         return Ok(self.classify_pinned(f));
                     }
@@ -917,7 +921,8 @@ enum Claim {
 
 /// What [`PoolInner::pin_slot`] did.
 enum SlotPin {
-    Pinned(u32),
+    /// Pinned: the frame, and the state word the pin made.
+    Pinned(u32, u64),
     Stale,
     Full,
 }
