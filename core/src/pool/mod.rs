@@ -475,6 +475,7 @@ impl PoolInner {
     /// `ring` first, if given, then by clock sweep), installs it for the
     /// block and returns it as [`Lookup::Read`]. The hit path is one load
     /// of the block's slot and one CAS on the frame.
+    #[inline]
     pub(crate) fn lookup(
         &self,
         view: &mut FileView,
@@ -483,11 +484,22 @@ impl PoolInner {
     ) -> Result<Lookup, Exhausted> {
         match self.probe(view, block)? {
             Ok(hit) => Ok(hit),
-            Err(seen) => {
-                let victim = self.victim(ring)?;
-                self.install(victim, view, block, seen)
-            }
+            Err(seen) => self.claim_for(view, block, ring, seen),
         }
+    }
+
+    /// [`lookup`](Self::lookup)'s miss: a frame claimed and installed for
+    /// `block`. Out of line, so that the hit path inlines into its caller.
+    #[inline(never)]
+    fn claim_for(
+        &self,
+        view: &mut FileView,
+        block: BlockNumber,
+        ring: Option<&mut Ring>,
+        seen: u64,
+    ) -> Result<Lookup, Exhausted> {
+        let victim = self.victim(ring)?;
+        self.install(victim, view, block, seen)
     }
 
     /// The hit path: one load of the block's slot, one CAS on the frame.
