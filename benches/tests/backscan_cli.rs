@@ -27,6 +27,8 @@ fn bad_command_lines_exit_2_with_a_message() {
         (&["--pairs", "many"], "--pairs"),
         (&["--retries", "x"], "--retries"),
         (&["--nowait", "maybe"], "--nowait"),
+        (&["--prefetch", "maybe"], "--prefetch"),
+        (&["--yield-budget", "soon"], "--yield-budget"),
         (&["--max-ios", "lots"], "--max-ios"),
         (&["--max-ios", "100000"], "--max-ios"),
         (&["--size", "12XB"], "unit"),
@@ -67,6 +69,10 @@ fn tiny_run_reports_json_per_row() {
             "--json",
             "--retries",
             "0",
+            "--prefetch",
+            "off",
+            "--yield-budget",
+            "64",
         ])
     });
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -97,6 +103,8 @@ fn tiny_run_reports_json_per_row() {
         assert_eq!(field(l, "checksum"), checksum, "checksums differ: {stdout}");
         assert_eq!(field(l, "pages"), "512", "{l}");
         assert_eq!(field(l, "pairs"), "1", "{l}");
+        assert_eq!(field(l, "prefetch"), "false", "{l}");
+        assert_eq!(field(l, "yield_budget"), "64", "{l}");
         assert!(num(l, "resident_before_max") <= 0.01, "not cold: {l}");
         let (min, med, max) = (
             num(l, "seconds_min"),

@@ -34,7 +34,7 @@ use pagestream::{
 };
 use pagestream_bench::args::{
     self, at_least_one, check_block_size, check_max_ios, format_size, number, parse_block_size,
-    parse_on_off, parse_ring, parse_size, List, UsageError,
+    parse_on_off, parse_ring, parse_size, parse_yield_budget, List, UsageError,
 };
 use pagestream_bench::cache;
 use pagestream_bench::checksum::Checksum;
@@ -97,6 +97,10 @@ options:
                       library's; 0 turns it off)
   --threads N         I/O threads (default 16)
   --nowait on|off     inline RWF_NOWAIT attempt for buffered reads (default on)
+  --prefetch on|off   page prefetch when a page is handed out (default on, the
+                      library's)
+  --yield-budget B    the streams' yield budget: auto (default), off, a time
+                      (200us, 1ms) or a count of items
   --json              one JSON object per row (limit x direction x combining
                       x mode) on stdout instead of the tables
   --verbose           print every run's stream statistics (stderr)
@@ -183,6 +187,10 @@ struct Opts {
     threads: usize,
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
     nowait: bool,
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = ArgAction::Set)]
+    prefetch: bool,
+    #[arg(long = "yield-budget", default_value = "auto", value_parser = parse_yield_budget)]
+    yield_budget: pagestream::YieldBudget,
     #[arg(long, default_value = "3", value_parser = number::<usize>)]
     retries: usize,
     #[arg(long)]
@@ -407,6 +415,8 @@ impl Row {
                 med(&|r| r.stats.limited_by_frames as f64),
             )
             .set("nowait", o.nowait && !self.direct && !object)
+            .set("prefetch", o.prefetch)
+            .set("yield_budget", args::format_budget(o.yield_budget))
             .set(
                 "resident_before_max",
                 side.runs
@@ -619,6 +629,8 @@ impl Ctx {
             .io_combine_limit(combine)
             .backward_combining(backward_combining)
             .backward_readahead(self.o.backward_readahead)
+            .prefetch(self.o.prefetch)
+            .yield_budget(self.o.yield_budget)
             .ring(ring)
             .build(src)
             .map_err(io::Error::from)?;
