@@ -147,13 +147,22 @@ impl StreamShared {
         self.waker.wake();
     }
 
-    fn take_done(&self, into: &mut Vec<Done>) {
+    /// Moves the finished reads into `into`; returns whether there were
+    /// any. With none (every page of a cached scan) it is one load.
+    #[inline]
+    fn take_done(&self, into: &mut Vec<Done>) -> bool {
         if self.has_done.load(Ordering::Acquire) == 0 {
-            return;
+            return false;
         }
+        self.take_done_locked(into)
+    }
+
+    #[inline(never)]
+    fn take_done_locked(&self, into: &mut Vec<Done>) -> bool {
         let mut d = lock(&self.done);
         self.has_done.store(0, Ordering::Relaxed);
         into.append(&mut d);
+        !into.is_empty()
     }
 }
 
@@ -927,19 +936,16 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
 
     /// Hands finished reads to the planner; returns whether there were any.
     fn drain_done(&mut self) -> bool {
-        // Nothing finished, as on every page of a cached scan: one load.
-        if self.shared.has_done.load(Ordering::Acquire) == 0 {
+        if !self.shared.take_done(&mut self.done_scratch) {
             return false;
         }
         let mut done = std::mem::take(&mut self.done_scratch);
-        self.shared.take_done(&mut done);
-        let any = !done.is_empty();
         for (slot, result, frames) in done.drain(..) {
             self.planner.read_done(slot, result);
             self.planner.recycle(frames);
         }
         self.done_scratch = done;
-        any
+        true
     }
 
     fn hand_out(&mut self, e: Entry<S::Data>) -> io::Result<PageGuard<S::Data>> {

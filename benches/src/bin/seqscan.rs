@@ -312,14 +312,8 @@ impl Run {
         }
         // Hot runs say which setting they timed; the other stream runs use
         // the first `--prefetch` setting.
-        match (self.runtime, self.prefetch) {
-            ("read-loop" | "memory", _) => {}
-            (_, Some(p)) => {
-                j.set("prefetch", p);
-            }
-            (_, None) => {
-                j.set("prefetch", o.prefetch[0]);
-            }
+        if !matches!(self.runtime, "read-loop" | "memory") {
+            j.set("prefetch", self.prefetch.unwrap_or(o.prefetch[0]));
         }
         if let Some((valid, ev, ring)) = self.pool {
             j.set("pool_valid", valid)
