@@ -3,7 +3,8 @@
 
     scripts/compare.py BEFORE_BIN_DIR [AFTER_BIN_DIR] [--rounds N] [--rows 1,2,..]
                        [--labels BEFORE,AFTER] [--write PAGE]
-    scripts/compare.py --reports BEFORE.json AFTER.json [BEFORE2.json]
+    scripts/compare.py --reports BEFORE.json[,...] AFTER.json[,...] [--labels B,A]
+                       [--write PAGE]
 
 The rows: 1 a hot scan against the same pages in memory, 2 a warm scan
 against a 128 KiB read() loop, 3 buffered backward against forward, 4
@@ -19,11 +20,15 @@ build an older commit beside this one:
         -p pagestream-bench)
     scripts/compare.py /tmp/before-target/release --write docs/benchmarks.md
 
---reports compares two `pagestream-bench report` runs (their report.json):
-every cell both have, after/before of the medians, and the cells where
-after's fastest run is slower than before's slowest (worse beyond the
-noise of either run) or the reverse; BEFORE2, a second run of the before
-build made after AFTER's, widens before's range by the machine's drift.
+--reports compares two builds' `pagestream-bench report` runs (their
+report.json; several runs of a build, comma-separated, are pooled: run
+them alternating, before, after, before, after, so that the machine's
+drift counts as noise): every cell both have, after/before of the medians,
+the cells where after's fastest run is slower than before's slowest (worse
+beyond the noise) or the reverse, and for pagestream's cells the
+look-ahead each kept (mean distance, and mean frames pinned where the build
+records `mean_pinned`). It prints every cell; the summary goes to stdout,
+or with --write into its own block inside the compare block of PAGE.
 
 Run it from the workspace root: the data files are
 target/pagestream-data/seqscan-1GiB.dat and seqscan-256MiB.dat, created
@@ -46,6 +51,9 @@ import time
 
 BEGIN = "<!-- compare:begin -->"
 END = "<!-- compare:end -->"
+# The matrix comparison (--reports --write), kept inside the block above.
+RBEGIN = "<!-- compare-reports:begin -->"
+REND = "<!-- compare-reports:end -->"
 
 DATA = "target/pagestream-data"
 BIG = f"{DATA}/seqscan-1GiB.dat"
@@ -217,59 +225,187 @@ def bitmap(builds, rounds):
     return mib, gap, base
 
 
-def cells(path):
-    """{(section, row, engine): (median, min, max, vs best baseline)} of a report.json."""
-    d = json.load(open(path))
+def pooled(paths):
+    """{(section, row, engine): {"mib": [...], "distance": [...], "pinned": [...]}} over the
+    runs of every report.json in paths (runs of one build pooled)."""
     out = {}
-    for sec in d["sections"]:
-        for row in sec["rows"]:
-            for c in row["cells"]:
-                if c.get("median_mib_per_s") is not None:
-                    key = (sec["title"], row["label"], c["label"])
-                    out[key] = (c["median_mib_per_s"], c["min_mib_per_s"], c["max_mib_per_s"],
-                                c.get("vs_best_baseline"))
+    for path in paths:
+        d = json.load(open(path))
+        for sec in d["sections"]:
+            for row in sec["rows"]:
+                for c in row["cells"]:
+                    runs = [r for r in c.get("runs") or [] if r.get("mib_per_s") is not None]
+                    if not runs:
+                        continue
+                    v = out.setdefault((sec["title"], row["label"], c["label"]),
+                                       {"mib": [], "distance": [], "pinned": [], "rel": []})
+                    v["mib"] += [r["mib_per_s"] for r in runs]
+                    # Against the row's reference in the same report run
+                    # (fio where it ran, else the best baseline), which the
+                    # report measured alternating with this cell: what the
+                    # machine's drift between report runs does not move.
+                    ref, name = row.get("reference_mib_per_s"), row.get("reference")
+                    if not ref:
+                        ref, name = row.get("best_baseline_mib_per_s"), row.get("best_baseline")
+                    if ref and c.get("median_mib_per_s") and c["label"] != name:
+                        v["rel"].append(c["median_mib_per_s"] / ref)
+                    v["distance"] += [r["mean_distance"] for r in runs
+                                      if r.get("mean_distance") is not None]
+                    v["pinned"] += [r["mean_pinned"] for r in runs
+                                    if r.get("mean_pinned") is not None]
     return out
 
 
-def compare_reports(before, after, before2=None):
-    """Cells of two report runs side by side. With a second run of the
-    before build (made after the after run), before's range spans both runs:
-    the machine's drift between runs counts as noise."""
-    b, a = cells(before), cells(after)
-    if before2:
-        b2 = cells(before2)
-        b = {k: (statistics.median([v[0], b2[k][0]]), min(v[1], b2[k][1]), max(v[2], b2[k][2]),
-                 v[3] if v[3] is None or b2[k][3] is None else (v[3] + b2[k][3]) / 2)
-             for k, v in b.items() if k in b2}
+def compare_reports(before, after, labels=None):
+    """Markdown: two builds' `pagestream-bench report` runs side by side.
+
+    Each build's runs of a cell are pooled over its reports; a cell is worse
+    (better) beyond the noise when after's fastest run is slower than
+    before's slowest (or the reverse). Returns (the page's section, the
+    table of every cell)."""
+    b, a = pooled(before), pooled(after)
     common = [k for k in b if k in a]
     if not common:
-        sys.exit("the two reports have no cell in common")
-    print("| section | row | engine | before MiB/s | after MiB/s | after/before | vs best baseline, "
-          "before → after | beyond noise |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    worse = better = 0
+        sys.exit("the reports of the two builds have no cell in common")
+    names = labels or ["before", "after"]
+    mm = lambda xs: f"{statistics.median(xs):,.0f} ({min(xs):,.0f}–{max(xs):,.0f})"
+    m1 = lambda xs: f"{statistics.median(xs):,.1f}" if xs else "—"
+    full = ["| section | row | engine | before MiB/s | after MiB/s | after/before | beyond noise "
+            "| against the row's reference, before → after "
+            "| mean distance, before → after | mean frames pinned, before → after |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    by_sec = {}
+    flagged = []
     for k in common:
-        (bm, bl, bh, bv), (am, al, ah, av) = b[k], a[k]
-        flag = ""
-        if ah < bl:
-            flag, worse = "worse", worse + 1
-        elif al > bh:
-            flag, better = "better", better + 1
-        vs = f"{bv:.2f}x → {av:.2f}x" if bv is not None and av is not None else ""
-        print(f"| {k[0]} | {k[1]} | {k[2]} | {bm:,.0f} ({bl:,.0f}–{bh:,.0f}) "
-              f"| {am:,.0f} ({al:,.0f}–{ah:,.0f}) | {am / bm:.2f}x | {vs} | {flag} |")
-    ratios = sorted(a[k][0] / b[k][0] for k in common)
-    print(f"\n{len(common)} cells in both; after/before median {statistics.median(ratios):.2f}x "
-          f"(from {ratios[0]:.2f}x to {ratios[-1]:.2f}x); {worse} worse and {better} better "
-          f"beyond the noise (after's min–max range entirely below or above before's"
-          f"{', over both before runs' if before2 else ''})")
+        bv, av = b[k], a[k]
+        r = statistics.median(av["mib"]) / statistics.median(bv["mib"])
+        flag = ("worse" if max(av["mib"]) < min(bv["mib"])
+                else "better" if min(av["mib"]) > max(bv["mib"]) else "")
+        rel = (f"{statistics.median(bv['rel']):.2f}x → {statistics.median(av['rel']):.2f}x"
+               if bv["rel"] and av["rel"] else "")
+        line = (f"| {k[0]} | {k[1]} | {k[2]} | {mm(bv['mib'])} | {mm(av['mib'])} | {r:.2f}x "
+                f"| {flag} | {rel} | {m1(bv['distance'])} → {m1(av['distance'])} "
+                f"| {m1(bv['pinned'])} → {m1(av['pinned'])} |")
+        full.append(line)
+        if flag:
+            flagged.append(line)
+        s = by_sec.setdefault(k[0], {"r": [], "worse": 0, "better": 0, "pb": [], "pa": [],
+                                      "fewer": 0, "more": 0, "rel": []})
+        s["r"].append(r)
+        if bv["rel"] and av["rel"]:
+            s["rel"].append(statistics.median(av["rel"]) / statistics.median(bv["rel"]))
+        if flag:
+            s[flag] += 1
+        if bv["pinned"] and av["pinned"]:
+            pb, pa = statistics.median(bv["pinned"]), statistics.median(av["pinned"])
+            s["pb"].append(pb)
+            s["pa"].append(pa)
+            s["fewer"] += pa < 0.9 * pb
+            s["more"] += pa > 1.1 * pb
+    times = lambda n: "once" if n == 1 else "twice" if n == 2 else f"{n} times"
+    out = [f"Every cell both builds ran, before = `{names[0]}` (the report run {times(len(before))}), "
+           f"after = `{names[1]}` (run {times(len(after))}), their runs pooled per build. A cell is worse (better) "
+           f"beyond the noise when after's fastest run is slower than before's slowest (or the "
+           f"reverse). Against the row's reference: the cell's median over the median of the row's "
+           f"reference (fio where it ran, else the row's best baseline) in the same report run, which "
+           f"the machine's drift between runs moves far less. Frames pinned: the mean over a "
+           f"scan's pages of the frames its look-ahead held, median over the cell's runs.", "",
+           "| section | cells | after/before, median (min–max) | worse | better "
+           "| after/before against the row's reference, median (min–max) "
+           "| frames pinned, median of the cells, before → after | cells pinning >10% fewer / more |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for sec, s in by_sec.items():
+        rs = s["r"]
+        pins = (f"{statistics.median(s['pb']):,.1f} → {statistics.median(s['pa']):,.1f}"
+                if s["pb"] else "—")
+        rl = s["rel"]
+        rels = (f"{statistics.median(rl):.2f}x ({min(rl):.2f}–{max(rl):.2f})" if rl else "—")
+        out.append(f"| {sec} | {len(rs)} | {statistics.median(rs):.2f}x ({min(rs):.2f}–{max(rs):.2f}) "
+                   f"| {s['worse']} | {s['better']} | {rels} | {pins} | {s['fewer']} / {s['more']} |")
+    rs = sorted(statistics.median(a[k]["mib"]) / statistics.median(b[k]["mib"]) for k in common)
+    out += ["", f"{len(common)} cells; after/before median {statistics.median(rs):.2f}x "
+            f"(from {rs[0]:.2f}x to {rs[-1]:.2f}x); {sum(s['worse'] for s in by_sec.values())} "
+            f"worse and {sum(s['better'] for s in by_sec.values())} better beyond the noise."]
+    if flagged:
+        out += ["", "The cells beyond the noise:", "", full[0], full[1], *flagged]
+    return "\n".join(out) + "\n", "\n".join(full) + "\n"
+
+
+def report_runs(before, after, names):
+    """A line per report run, in the order they finished: its build, command,
+    end, length and what else the machine was doing."""
+    runs = []
+    for name, paths in ((names[0], before), (names[1], after)):
+        for path in paths:
+            d = json.load(open(path))
+            cpu = d.get("cpu_use") or {}
+            runs.append((d.get("finished", ""),
+                         f"- {name}: `{d.get('command', '?')}`, finished {d.get('finished', '?')} "
+                         f"after {d.get('seconds', 0):.0f} s; load average {d.get('load_before', '?')} "
+                         f"before, 1-minute peak {d.get('load_peak', '?')}; other processes used "
+                         f"{100 * cpu.get('others', 0):.0f}% of the CPU time, the hypervisor stole "
+                         f"{100 * cpu.get('steal', 0):.1f}%"))
+    d = json.load(open(after[0]))
+    m = d.get("machine") or {}
+    head = (f"Machine: {m.get('cpu_model', '?')} ({d.get('cpus', '?')} CPUs), Linux "
+            f"{d.get('kernel', '?')}, {m.get('device', '?')}, read_ahead_kb "
+            f"{m.get('read_ahead_kb', '?')}.\n\n")
+    return head + "\n".join(line for _, line in sorted(runs)) + "\n"
+
+
+def write_block(page, block, begin, end, inside=None):
+    """Puts block between the markers begin and end of page (replacing what
+    was there). Missing markers are added: at the end of the block between
+    the markers `inside` if given (which must exist), else of the page."""
+    text = open(page).read() if os.path.exists(page) else ""
+    b = text.find(begin)
+    e = text.find(end, b + len(begin)) if b >= 0 else -1
+    if e >= 0:
+        text = f"{text[:b + len(begin)]}\n{block}{text[e:]}"
+    elif inside:
+        at = text.find(inside[1], text.find(inside[0]))
+        if text.find(inside[0]) < 0 or at < 0:
+            sys.exit(f"{page} has no {inside[0]} block to put the matrix comparison in "
+                     f"(run the rows' comparison with --write first)")
+        text = f"{text[:at]}{begin}\n{block}{end}\n{text[at:]}"
+    else:
+        text = f"{text.rstrip()}\n\n{begin}\n{block}{end}\n".lstrip()
+    with open(page, "w") as f:
+        f.write(text)
+
+
+def reports_main(argv):
+    ap = argparse.ArgumentParser(prog="compare.py --reports",
+                                 description="Compares two builds' `pagestream-bench report` runs.")
+    ap.add_argument("before", help="the before build's report.json files, comma-separated")
+    ap.add_argument("after", help="the after build's report.json files, comma-separated")
+    ap.add_argument("before2", nargs="?", help="(older form) a second before run")
+    ap.add_argument("--labels", default="", help="names of the two builds, e.g. 75606b1,HEAD")
+    ap.add_argument("--write", metavar="PAGE")
+    a = ap.parse_args(argv)
+    before = a.before.split(",") + ([a.before2] if a.before2 else [])
+    after = a.after.split(",")
+    for f in before + after:
+        if not os.path.isfile(f):
+            sys.exit(f"{f}: no such report.json")
+    labels = a.labels.split(",") if a.labels else None
+    if labels is not None and len(labels) != 2:
+        sys.exit(f"--labels {a.labels!r}: two names, BEFORE,AFTER")
+    section, full = compare_reports(before, after, labels)
+    print(full)
+    cmd = " ".join(["scripts/compare.py", "--reports", *argv])
+    block = (f"### The whole matrix\n\nCommand: `{cmd}`, over these report runs:\n\n"
+             f"{report_runs(before, after, labels or ['before', 'after'])}\n{section}")
+    if a.write:
+        write_block(a.write, block, RBEGIN, REND, inside=(BEGIN, END))
+        print(f"wrote the matrix comparison into {a.write}", file=sys.stderr)
+    else:
+        print(block)
 
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--reports":
-        if len(sys.argv) not in (4, 5):
-            sys.exit("usage: scripts/compare.py --reports BEFORE.json AFTER.json [BEFORE2.json]")
-        compare_reports(*sys.argv[2:])
+        reports_main(sys.argv[2:])
         return
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -391,15 +527,13 @@ def main():
         f"of all runs. Command: `{cmd}`. Machine during the run: {m.summary()}.\n\n{md}"
     )
     if a.write:
+        # The matrix comparison inside the block, if any, stays.
         text = open(a.write).read() if os.path.exists(a.write) else ""
-        b = text.find(BEGIN)
-        e = text.find(END, b + len(BEGIN)) if b >= 0 else -1
-        if e >= 0:
-            text = f"{text[:b + len(BEGIN)]}\n{block}{text[e:]}"
-        else:
-            text = f"{text.rstrip()}\n\n{BEGIN}\n{block}{END}\n".lstrip()
-        with open(a.write, "w") as f:
-            f.write(text)
+        rb = text.find(RBEGIN, text.find(BEGIN))
+        re_ = text.find(REND, rb) if rb >= 0 else -1
+        if rb >= 0 and re_ >= 0 and re_ < text.find(END, text.find(BEGIN)):
+            block += "\n" + text[rb:re_ + len(REND)] + "\n"
+        write_block(a.write, block, BEGIN, END)
         print(f"wrote the comparison into {a.write}", file=sys.stderr)
     else:
         print(block)

@@ -107,7 +107,8 @@
 //! report `ramp_round_trips` (round trips until the most reads in flight are
 //! first reached) and `round_trips` (the whole scan) from the same run.
 //! The distance starts at 1 and doubles each time the consumer takes the
-//! first page of a read (PostgreSQL 18); `--full` starts it at
+//! first page of a read it waited for or behind (see the crate's design
+//! document, §2); `--full` starts it at
 //! `io_combine_limit` instead (`READ_STREAM_FULL`), which shows what the
 //! ramp costs.
 //!

@@ -244,7 +244,7 @@ pub(crate) fn stolen_from(r: &RunResult) -> bool {
 /// `scale.bitmap_blocks` blocks (a power of two of bytes, at least
 /// `scale.bitmap`, at most `scale.bitmap_max`). On a small file a sparse
 /// bitmap is a few dozen blocks, and the look-ahead distance, which starts
-/// at one block and doubles with each read (PostgreSQL's rule), is still
+/// at one block and doubles with each read waited for, is still
 /// ramping up when the scan ends: that measured the ramp, not the scan.
 fn bitmap_file(scale: &Scale, density: f64) -> u64 {
     let want = (scale.bitmap_blocks as f64 / density.max(1e-9)) * BS as f64;

@@ -1051,6 +1051,7 @@ impl StreamScan {
         x.insert("advice".into(), json!(st.advice));
         x.insert("mean_in_flight".into(), json!(mean_in_flight));
         x.insert("mean_distance".into(), json!(st.mean_distance()));
+        x.insert("mean_pinned".into(), json!(st.mean_pinned()));
         x.insert("max_distance".into(), json!(st.max_distance));
         x.insert(
             "limited_by".into(),

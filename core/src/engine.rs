@@ -365,8 +365,8 @@ pub struct EngineHints {
     /// read it waits for and takes about `log2(budget)` round trips to get
     /// there — longer than a whole scan of a few hundred MiB when a round
     /// trip costs tens of milliseconds (object storage). Hits still lower
-    /// the distance one by one, so a scan of cached pages takes the fast
-    /// path. For engines that cancel abandoned reads: a consumer that stops
+    /// the distance one by one (after the hold-off of the design
+    /// document's §2), so a scan of cached pages takes the fast path. For engines that cancel abandoned reads: a consumer that stops
     /// early then costs little. Default `false`.
     pub full_look_ahead: bool,
 }

@@ -96,6 +96,9 @@ pub struct StreamStats {
     pub distance_sum: u64,
     /// Largest look-ahead distance reached.
     pub max_distance: u64,
+    /// Sum of the frames look-ahead held pinned, sampled at each page
+    /// handed out (for the mean; the page handed out is not counted).
+    pub pinned_sum: u64,
     /// Times look-ahead stopped, by what stopped it.
     pub limited_by_distance: u64,
     /// … because `max_ios` reads were in flight.
@@ -122,6 +125,15 @@ impl StreamStats {
             0.0
         } else {
             self.blocks_read as f64 / self.reads as f64
+        }
+    }
+
+    /// Mean frames look-ahead held pinned over the pages handed out.
+    pub fn mean_pinned(&self) -> f64 {
+        if self.pages == 0 {
+            0.0
+        } else {
+            self.pinned_sum as f64 / self.pages as f64
         }
     }
 
@@ -175,6 +187,7 @@ impl StreamStats {
         self.budget_yields += o.budget_yields;
         self.distance_sum += o.distance_sum;
         self.max_distance = self.max_distance.max(o.max_distance);
+        self.pinned_sum += o.pinned_sum;
         self.limited_by_distance += o.limited_by_distance;
         self.limited_by_max_ios += o.limited_by_max_ios;
         self.limited_by_pin_budget += o.limited_by_pin_budget;
@@ -223,12 +236,13 @@ impl fmt::Display for StreamStats {
         )?;
         writeln!(
             f,
-            "Waits: {} totalling {:.3} ms  Yields: {}  Distance: mean={:.1} max={}",
+            "Waits: {} totalling {:.3} ms  Yields: {}  Distance: mean={:.1} max={}  Pinned: mean={:.1}",
             self.waits,
             self.wait_time.as_secs_f64() * 1e3,
             self.budget_yields,
             self.mean_distance(),
-            self.max_distance
+            self.max_distance,
+            self.mean_pinned()
         )?;
         write!(
             f,

@@ -1038,6 +1038,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                     return Poll::Ready(Some(this.hand_out(e)));
                 }
                 Head::WaitRead => {
+                    this.planner.note_wait();
                     // Before waiting, do a read the engine has queued (ours,
                     // most likely) on this thread.
                     if this.helps && this.engine.help(&this.file) {
@@ -1048,6 +1049,7 @@ impl<E: IoEngine, S: BlockSource> ReadStream<E, S> {
                     }
                 }
                 Head::WaitFrame(f) => {
+                    this.planner.note_wait();
                     // The read may be queued in the engine, not started.
                     if this.helps && this.engine.help(&this.file) {
                         continue;

@@ -7,15 +7,17 @@
 
 use futures::executor::block_on;
 use futures::StreamExt;
-use pagestream::testing::{stamp, MemEngine, MemFile};
+use pagestream::testing::{stamp, Delayed, MemEngine, MemFile, ThreadTimer};
 use pagestream::{source, BufferPool, IoEngine, ReadRequest, ReadStream, RingSize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-/// The in-memory engine, counting the buffers each read hands over.
+/// The in-memory engine behind a round trip (so that the consumer waits
+/// and the look-ahead deepens), counting the buffers each read hands over.
 #[derive(Clone)]
 struct Counting {
-    mem: MemEngine,
+    mem: Delayed<MemEngine>,
     reads: Arc<AtomicU64>,
     one_buffer: Arc<AtomicU64>,
 }
@@ -112,7 +114,7 @@ fn a_consumer_holding_pages_keeps_the_scan_in_its_ring() {
 }
 
 /// What a scan of 4000 blocks through a ring of `size`, on the in-memory
-/// engine (reads done as they start, none cached), did.
+/// engine behind a round trip of 50 µs (none cached), did.
 struct RingScan {
     stats: pagestream::StreamStats,
     ring: usize,
@@ -127,7 +129,7 @@ fn counted_scan(size: RingSize) -> RingScan {
     let file = mem.create_stamped(n, 8192);
     let seed = file.seed();
     let engine = Counting {
-        mem,
+        mem: Delayed::new(mem, Arc::new(ThreadTimer::new()), Duration::from_micros(50)),
         reads: Arc::default(),
         one_buffer: Arc::default(),
     };

@@ -7,11 +7,12 @@ use futures::executor::block_on;
 use futures::StreamExt;
 use pagestream::segmented::{segment_paths, Segmented, SegmentedFile};
 use pagestream::testing::conformance::{run_all, Harness};
-use pagestream::testing::{stamp, MemEngine, MemFile};
+use pagestream::testing::{stamp, Delayed, MemEngine, MemFile, ThreadTimer};
 use pagestream::{
     source, BlockSource, BufferPool, EngineFile, FileId, IoEngine, ReadRequest, ReadStream,
 };
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Splits a stamped logical file of `nblocks` into pieces of `seg_blocks`.
 fn pieces(mem: &MemEngine, seed: u64, nblocks: u64, seg_blocks: u64, bs: usize) -> Vec<MemFile> {
@@ -81,10 +82,12 @@ fn conformance_segmented() {
     block_on(run_all(&Segments(MemEngine::new())));
 }
 
-/// Records every read the inner engine is asked for: (piece id, offset, bytes).
+/// Records every read the inner engine is asked for: (piece id, offset,
+/// bytes); the reads take a round trip, so that the consumer waits and the
+/// look-ahead deepens.
 #[derive(Clone)]
 struct Recording {
-    mem: MemEngine,
+    mem: Delayed<MemEngine>,
     log: Arc<Mutex<Vec<(FileId, u64, usize)>>>,
 }
 
@@ -120,7 +123,7 @@ fn scan<S: BlockSource<Data = ()>>(nblocks: u64, seg_blocks: u64, src: S) -> Sca
     let ids: Vec<FileId> = segs.iter().map(|s| s.id()).collect();
     let file = SegmentedFile::new(segs, seg_blocks * bs as u64).unwrap();
     let rec = Recording {
-        mem,
+        mem: Delayed::new(mem, Arc::new(ThreadTimer::new()), Duration::from_micros(50)),
         log: Arc::default(),
     };
     let pool = BufferPool::new(256, bs).unwrap();

@@ -397,6 +397,7 @@ impl Row {
             .set("waits", med(&|r| r.stats.waits as f64))
             .set("wait_seconds", med(&|r| r.stats.wait_time.as_secs_f64()))
             .set("mean_distance", med(&|r| r.stats.mean_distance()))
+            .set("mean_pinned", med(&|r| r.stats.mean_pinned()))
             .set("max_distance", med(&|r| r.stats.max_distance as f64))
             .set(
                 "limited_by_max_ios",

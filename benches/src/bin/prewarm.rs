@@ -190,6 +190,7 @@ impl Shared {
             .set("max_in_flight", s.max_in_flight)
             .set("max_distance", s.max_distance)
             .set("mean_distance", s.mean_distance())
+            .set("mean_pinned", s.mean_pinned())
             .set("waits", s.waits)
             .set("wait_seconds", s.wait_time.as_secs_f64())
             .set("blocks_read", s.blocks_read)

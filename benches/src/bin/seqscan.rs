@@ -303,6 +303,7 @@ impl Run {
                 .set("waits", s.waits)
                 .set("wait_seconds", s.wait_time.as_secs_f64())
                 .set("mean_distance", s.mean_distance())
+                .set("mean_pinned", s.mean_pinned())
                 .set("max_distance", s.max_distance)
                 .set("advice", s.advice)
                 .set("fast_path_pages", s.fast_path_pages);

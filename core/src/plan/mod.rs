@@ -224,7 +224,21 @@ pub(crate) struct Planner<D> {
     dir: Dir,
     /// Entries holding a pin.
     pinned: usize,
+    /// The read-ahead distance: entries queued at most (see `look_ahead`).
     distance: usize,
+    /// Blocks a pending read may grow to while nothing else is queued, even
+    /// past `distance` (at most `eff_combine`): so that a stream whose
+    /// consumer never waits, and whose distance so stays short, still
+    /// reads in large requests.
+    combine_distance: usize,
+    /// Hits still to go before a hit lowers the distances: taking the first
+    /// page of a read from the device sets it to the cap.
+    decay_holdoff: usize,
+    /// Pages still to be handed out of those queued when the consumer last
+    /// waited (the stream returned `Pending` for the head, or did a queued
+    /// read itself): the reads it waited behind. Taking the first page of
+    /// one of them doubles the distance.
+    waited_behind: usize,
     /// Read slots; `Some` while the read is in flight.
     ios: Vec<Option<IoInfo>>,
     free_ios: Vec<u32>,
@@ -293,6 +307,9 @@ impl<D> Planner<D> {
         }
         let distance = cfg.start_distance();
         Planner {
+            combine_distance: distance,
+            decay_holdoff: 0,
+            waited_behind: 0,
             ios: (0..cfg.max_ios).map(|_| None).collect(),
             free_ios: (0..cfg.max_ios as u32).rev().collect(),
             frames_limit: cfg.budget,
@@ -342,6 +359,12 @@ impl<D> Planner<D> {
         self.ios_in_progress
     }
 
+    /// Entries queued (the property tests' view of what a wait is behind).
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     pub(crate) fn pinned(&self) -> usize {
         self.pinned
     }
@@ -353,6 +376,14 @@ impl<D> Planner<D> {
             Some(e) if matches!(e.slot, Slot::Ready) => Some(e.frame),
             _ => None,
         }
+    }
+
+    /// The consumer waits for the head entry: the stream returns `Pending`
+    /// for it, or does a read the engine queued on its own thread (a
+    /// synchronous read is a wait too). Taking the first page of a read
+    /// queued then doubles the distance.
+    pub(crate) fn note_wait(&mut self) {
+        self.waited_behind = self.waited_behind.max(self.queue.len());
     }
 
     pub(crate) fn in_fast_path(&self) -> bool {
@@ -391,6 +422,16 @@ impl<D> Planner<D> {
                 !self.cfg.kernel_readahead || descending || !sequential
             }
         }
+    }
+
+    /// Whether look-ahead goes on past the distance to let the pending read
+    /// grow: nothing is queued ahead of it (so the consumer waits for this
+    /// read next anyway, and a larger one costs it little more), and it is
+    /// shorter than the combine distance (PostgreSQL 19 splits the two).
+    fn grows_past_distance(&self, eff_combine: usize) -> bool {
+        self.pending_n > 0
+            && self.queue.len() == self.pending_n
+            && self.pending_blocks() < self.combine_distance.min(eff_combine)
     }
 
     /// Whether `b` continues the pending run.
@@ -518,14 +559,16 @@ impl<D> Planner<D> {
                             continue;
                         }
                     }
-                    stop = Some(if self.distance >= self.cfg.budget {
-                        Limit::PinBudget
-                    } else if self.distance >= cap {
-                        Limit::Frames
-                    } else {
-                        Limit::Distance
-                    });
-                    break;
+                    if !self.grows_past_distance(eff_combine) {
+                        stop = Some(if self.distance >= self.cfg.budget {
+                            Limit::PinBudget
+                        } else if self.distance >= cap {
+                            Limit::Frames
+                        } else {
+                            Limit::Distance
+                        });
+                        break;
+                    }
                 }
                 if self.pending_blocks() >= eff_combine {
                     if !self.start_pending(env, eff_combine) {
@@ -781,9 +824,22 @@ impl<D> Planner<D> {
         } else {
             e.slot = Slot::Ready;
             self.stats.hits += 1;
-            if self.distance > 1 {
-                self.distance -= 1;
-            }
+            self.decay();
+        }
+    }
+
+    /// A hit: the distances fall by one, once `decay_holdoff` hits have
+    /// gone by since the last read from the device.
+    fn decay(&mut self) {
+        if self.decay_holdoff > 0 {
+            self.decay_holdoff -= 1;
+            return;
+        }
+        if self.distance > 1 {
+            self.distance -= 1;
+        }
+        if self.combine_distance > 1 {
+            self.combine_distance -= 1;
         }
     }
 
@@ -1022,20 +1078,34 @@ impl<D> Planner<D> {
         if e.read_head {
             self.last_cached = e.cached;
             let cap = self.cap();
-            self.distance = if e.cached {
+            if e.cached {
                 let c = self.eff_combine().saturating_mul(self.cfg.cached_depth);
-                if self.distance > c {
+                self.distance = if self.distance > c {
                     self.distance - 1
                 } else {
                     (self.distance * 2).min(c).min(cap)
-                }
+                };
             } else {
-                (self.distance * 2).min(cap)
-            };
+                // From the device, or another stream's read: reads are
+                // worth combining, and hits must not undo the look-ahead at
+                // once. Looking further ahead pays only if the consumer
+                // waited for this read or behind it (PostgreSQL 19 asks for
+                // a wait for this very read; see `docs/design.md` §6 for
+                // why not).
+                self.combine_distance = (self.combine_distance * 2).min(self.cfg.combine);
+                self.decay_holdoff = cap;
+                // Planted bug: PostgreSQL 18's rule, a doubling per read.
+                let planted = cfg!(pagestream_mutant = "pg18_growth");
+                if self.waited_behind > 0 || planted {
+                    self.distance = (self.distance * 2).min(cap);
+                }
+            }
         }
+        self.waited_behind = self.waited_behind.saturating_sub(1);
         let st = &mut self.stats;
         st.pages += 1;
         st.distance_sum += self.distance as u64;
+        st.pinned_sum += self.pinned as u64;
         st.max_distance = st.max_distance.max(self.distance as u64);
         if matches!(e.slot, Slot::Failed(_)) {
             st.errors += 1;
@@ -1051,10 +1121,14 @@ impl<D> Planner<D> {
         } else {
             e
         };
+        // The combine distance too: the fast path reads a miss alone, so a
+        // stream whose reads come from the device, and which does not wait
+        // for them (its distance stays at 1), would else read block by block.
         self.in_fast_path = self.cfg.fast_path
             && self.ios_in_progress == 0
             && self.pinned == 1
             && self.distance == 1
+            && self.combine_distance == 1
             && self.pending_n == 0
             && self.stashed.is_none()
             && self.queue.len() == 1
@@ -1078,6 +1152,7 @@ impl<D> Planner<D> {
                         st.fast_path_pages += 1;
                         st.pages += 1;
                         st.distance_sum += 1;
+                        st.pinned_sum += 1;
                         self.head_seq += 1;
                         let mut e = Entry::pending(b, d);
                         e.frame = f;
@@ -1196,6 +1271,9 @@ impl<D> Planner<D> {
         self.descent = 0;
         self.advised_low = None;
         self.distance = self.cfg.start_distance();
+        self.combine_distance = self.distance;
+        self.decay_holdoff = 0;
+        self.waited_behind = 0;
         self.last_cached = false;
         // Last: the user's data.
         drop(stashed);

@@ -16,15 +16,17 @@
 //! run of consecutive blocks that were consecutive in the source (ascending,
 //! or descending when flagged so), and — in the steady state (cold, budget
 //! not binding, full-sized from the start) — a maximal run of `n` blocks,
-//! forward or backward, read in ⌈n / io_combine_limit⌉ reads.
+//! forward or backward, read in ⌈n / io_combine_limit⌉ reads. The distance
+//! rule: without full look-ahead, the distance rises only while the consumer
+//! waits (within a distance of pages of its last wait), and by doubling.
 //!
 //! Not modelled here: short reads (they live in `ReadRequest` and are
 //! covered by `tests/prop_stream_oracle.rs` through the real stream), real
 //! concurrency (the conformance suite with the latency wrapper, loom).
 //!
 //! Mutants: build with `RUSTFLAGS='--cfg pagestream_mutant="swap"'` (or
-//! `"drop_combine"`, `"leak_pin"`) to plant a bug in the planner; these
-//! tests must then fail.
+//! `"drop_combine"`, `"leak_pin"`, `"pg18_growth"`) to plant a bug in the
+//! planner; these tests must then fail.
 
 use super::*;
 use crate::pool::{Lookup, Status};
@@ -378,6 +380,12 @@ fn drive_spare(
     avail: usize,
 ) -> Outcome {
     let budget = c.budget;
+    // Full look-ahead raises the distance as reads start; else it rises
+    // only as the consumer takes the first page of a read it waited for or
+    // behind (those of the simulated engine are never served from the OS
+    // page cache): pages queued at the last wait, not yet taken.
+    let rises_on_wait_only = !c.full_look_ahead;
+    let mut behind = 0usize;
     let mut sim = Sim::new(seq, nblocks, cached, 10_000, c.combine);
     sim.avail = avail;
     sim.gap_limit = c.gap_limit;
@@ -396,8 +404,14 @@ fn drive_spare(
             let i = rng.below(sim.in_flight.len() as u64) as usize;
             let ok = fail_every == 0 || rng.below(fail_every) != 0;
             let (slot, r) = sim.complete(i, ok);
+            let d0 = p.distance();
             p.read_done(slot, r);
             p.look_ahead(&mut sim);
+            assert!(
+                !rises_on_wait_only || p.distance() <= d0,
+                "the distance rose from {d0} to {} as a read finished",
+                p.distance()
+            );
         }
         let head = if p.in_fast_path() {
             Head::Ready
@@ -407,11 +421,28 @@ fn drive_spare(
         match head {
             Head::End => break,
             Head::Ready => {
-                let e = if p.in_fast_path() {
+                let d0 = p.distance();
+                let fast = p.in_fast_path();
+                let e = if fast {
                     p.fast_pop(&mut sim)
                 } else {
                     p.pop(&mut sim)
                 };
+                // Look further ahead only over reads the consumer waited
+                // for, and by doubling.
+                let d1 = p.distance();
+                if rises_on_wait_only && d1 > d0 {
+                    assert!(
+                        behind > 0,
+                        "the distance rose from {d0} to {d1} without a wait"
+                    );
+                    assert!(d1 <= 2 * d0, "the distance rose from {d0} to {d1}");
+                }
+                // The planner counts the pages `pop` hands out, not the
+                // fast path's hits (at distance 1, with nothing in flight).
+                if !fast {
+                    behind = behind.saturating_sub(1);
+                }
                 let ok = !matches!(e.slot, Slot::Failed(_));
                 if e.frame != NO_FRAME {
                     if ok {
@@ -435,6 +466,8 @@ fn drive_spare(
                     !sim.in_flight.is_empty(),
                     "waits with nothing in flight: hang"
                 );
+                p.note_wait();
+                behind = behind.max(p.queued());
                 let i = rng.below(sim.in_flight.len() as u64) as usize;
                 let ok = fail_every == 0 || rng.below(fail_every) != 0;
                 let (slot, r) = sim.complete(i, ok);
@@ -689,6 +722,7 @@ fn step(p: &mut Planner<usize>, sim: &mut Sim) -> Option<bool> {
             Some(true)
         }
         Head::WaitRead | Head::WaitFrame(_) => {
+            p.note_wait();
             let (slot, r) = sim.complete(0, true);
             p.read_done(slot, r);
             Some(false)
@@ -765,6 +799,102 @@ fn distance_ramps_by_doubling() {
     }
     assert_eq!(&seen[..5], &[2, 4, 8, 16, 32], "ramp: {seen:?}");
     assert_eq!(p.stats.max_distance, 9 * 16, "capped at the pin budget");
+}
+
+/// Reads that have finished by the time the consumer gets to them (a device
+/// that keeps up): the distance stays at one block, and the reads still
+/// grow to full size (the combine distance doubles per read), so the stream
+/// pins at most one read's frames. (PostgreSQL 18's rule, a doubling per
+/// read, took the distance to the pin budget here.)
+#[test]
+fn a_consumer_that_never_waits_keeps_the_distance_short() {
+    let combine = 16;
+    let n = 2000u64;
+    let seq: Vec<u64> = (0..n).collect();
+    let mut sim = Sim::new(&seq, n, &[], 10_000, combine);
+    let mut p: Planner<usize> = Planner::new(cfg(8, combine, true, false));
+    let mut out = 0;
+    let mut most_pins = 0;
+    loop {
+        // Every read started has finished by the next poll.
+        while !sim.in_flight.is_empty() {
+            let (slot, r) = sim.complete(0, true);
+            p.read_done(slot, r);
+        }
+        most_pins = most_pins.max(sim.pins());
+        match step(&mut p, &mut sim) {
+            Some(page) => out += u64::from(page),
+            None => break,
+        }
+    }
+    assert_eq!(out, n);
+    // The consumer waits for the first read only.
+    assert_eq!(p.stats.max_distance, 2, "the distance rose without a wait");
+    assert!(most_pins <= combine, "{most_pins} frames pinned");
+    // The combine distance ramps 1, 2, 4, 8, then every read but the last
+    // (the end of the file) is full-sized.
+    let sizes: Vec<usize> = sim.reads.iter().map(|r| r.1).collect();
+    assert_eq!(sizes[..4], [1, 2, 4, 8]);
+    let k = sizes.len();
+    assert!(sizes[4..k - 1].iter().all(|&s| s == combine), "{sizes:?}");
+}
+
+/// A miss, a hit, a miss, …, each read waited for: hits must not undo the
+/// look-ahead at once (PostgreSQL 19's decay hold-off). With a decrement
+/// per hit against a doubling per read, the distance never passed 2 or 3
+/// here, and one read was in flight at a time.
+#[test]
+fn hits_between_misses_do_not_undo_the_look_ahead() {
+    let combine = 16;
+    let max_ios = 8;
+    let n = 2000u64;
+    let seq: Vec<u64> = (0..n).collect();
+    let even: Vec<u64> = (0..n).step_by(2).collect();
+    let mut sim = Sim::new(&seq, n, &even, 10_000, combine);
+    let c = cfg(max_ios, combine, true, false);
+    let budget = c.budget;
+    let mut p: Planner<usize> = Planner::new(c);
+    let mut out = 0;
+    while let Some(page) = step(&mut p, &mut sim) {
+        out += u64::from(page);
+    }
+    assert_eq!(out, n);
+    assert_eq!(p.stats.max_distance as usize, budget);
+    assert_eq!(sim.max_in_flight, max_ios);
+}
+
+/// A scan that turns hot after a cold stretch: the distance holds for a
+/// budget of hits after the last read, then decays to one block.
+#[test]
+fn a_scan_that_turns_hot_decays_after_the_hold_off() {
+    let combine = 16;
+    let n = 3000u64;
+    let seq: Vec<u64> = (0..n).collect();
+    let hot: Vec<u64> = (500..n).collect();
+    let mut sim = Sim::new(&seq, n, &hot, 10_000, combine);
+    let c = cfg(8, combine, true, false);
+    let budget = c.budget;
+    let mut p: Planner<usize> = Planner::new(c);
+    let mut distances = Vec::new();
+    while let Some(page) = step(&mut p, &mut sim) {
+        if page {
+            distances.push(p.distance());
+        }
+    }
+    assert_eq!(distances.len(), n as usize);
+    assert_eq!(
+        distances[499], budget,
+        "the cold stretch ramps to the budget"
+    );
+    // The look-ahead found the hits a distance ahead of the consumer.
+    let held = distances[500..]
+        .iter()
+        .take_while(|&&d| d == budget)
+        .count();
+    assert!(held >= budget / 2, "the distance held for {held} pages");
+    // Then one page a hit: a budget of pages to decay, and the last
+    // thousand at distance 1, where the fast path takes over.
+    assert!(distances[n as usize - 1000..].iter().all(|&d| d == 1));
 }
 
 /// With an engine that asks for `CachedReads::InFlight` reads, a warm

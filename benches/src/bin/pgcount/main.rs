@@ -553,6 +553,7 @@ impl Run {
             .set("waits", s.waits)
             .set("wait_seconds", s.wait_time.as_secs_f64())
             .set("mean_distance", s.mean_distance())
+            .set("mean_pinned", s.mean_pinned())
             .set("fast_path_pages", s.fast_path_pages);
         // `sum` is a signed 64-bit number or null, which the shared JSON
         // writer has no variant for: put it in by hand, after `tuples`.

@@ -1,0 +1,108 @@
+//! The distance rule through a real stream: the look-ahead deepens only
+//! while the consumer waits for its reads. Over an engine whose reads are
+//! done as they start (the in-memory engine) the consumer never waits, so
+//! the stream keeps about one read pinned, its reads still full-sized; over
+//! the same engine behind a round trip it waits, and the distance climbs
+//! until `max_ios` reads are in flight.
+
+use futures::executor::block_on;
+use futures::StreamExt;
+use pagestream::testing::{stamp, Delayed, MemEngine, ThreadTimer};
+use pagestream::{source, BufferPool, IoEngine, ReadStream, StreamStats};
+use std::sync::Arc;
+use std::time::Duration;
+
+const N: u64 = 3000;
+const MAX_IOS: usize = 8;
+const COMBINE: usize = 16;
+
+/// Scans `N` stamped blocks of a file of `mem` through `engine`, checking
+/// every page.
+fn scan<E: IoEngine<File = pagestream::testing::MemFile>>(
+    mem: &MemEngine,
+    engine: E,
+) -> StreamStats {
+    let file = mem.create_stamped(N, 8192).with_kernel_readahead(false);
+    let seed = file.seed();
+    let pool = BufferPool::new(1024, 8192).unwrap();
+    let mut s = ReadStream::builder(&pool, engine, file)
+        .max_ios(MAX_IOS)
+        .io_combine_limit(COMBINE)
+        .build(source::forward(0..N))
+        .unwrap();
+    block_on(async {
+        let mut b = 0;
+        while let Some(p) = s.next().await {
+            let p = p.unwrap();
+            assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
+            b += 1;
+        }
+        assert_eq!(b, N);
+    });
+    s.stats()
+}
+
+#[test]
+fn reads_done_before_the_consumer_gets_there_keep_the_look_ahead_short() {
+    let mem = MemEngine::new();
+    let st = scan(&mem, mem.clone());
+    // The consumer waits for nothing but the first read, so the distance
+    // doubles once; under PostgreSQL 18's rule (a doubling per read) it
+    // reached the pin budget, (8 + 1) × 16 frames.
+    assert!(st.max_distance <= 2, "{st}");
+    assert!(st.mean_pinned() <= COMBINE as f64, "{st}");
+    // The combine distance still makes the reads full-sized (after a ramp
+    // of 1, 2, 4 and 8 blocks).
+    assert!(st.reads <= N.div_ceil(COMBINE as u64) + 5, "{st}");
+    assert_eq!(st.max_blocks_per_read, COMBINE as u64, "{st}");
+}
+
+#[test]
+fn a_consumer_that_waits_deepens_the_look_ahead_to_max_ios_reads() {
+    let mem = MemEngine::new();
+    let delayed = Delayed::new(
+        mem.clone(),
+        Arc::new(ThreadTimer::new()),
+        Duration::from_micros(200),
+    );
+    let st = scan(&mem, delayed);
+    assert!(st.waits > 0, "{st}");
+    assert_eq!(st.max_distance, ((MAX_IOS + 1) * COMBINE) as u64, "{st}");
+    assert_eq!(st.max_in_flight, MAX_IOS as u64, "{st}");
+    assert!(st.mean_pinned() > 2.0 * COMBINE as f64, "{st}");
+}
+
+#[test]
+fn a_cold_stretch_after_a_hot_one_is_read_in_full_sized_reads() {
+    // The first half is in the pool (a first scan read it), so the second
+    // scan starts on the fast path, at distance 1; its cold half, read
+    // inline, never makes it wait. The fast path reads a miss alone: were
+    // it taken again after each read, the cold half would be read block by
+    // block.
+    let mem = MemEngine::new();
+    let file = mem.create_stamped(N, 8192).with_kernel_readahead(false);
+    let seed = file.seed();
+    let pool = BufferPool::new(4096, 8192).unwrap();
+    let mut last = StreamStats::default();
+    for end in [N / 2, N] {
+        let mut s = ReadStream::builder(&pool, mem.clone(), file.clone())
+            .max_ios(MAX_IOS)
+            .io_combine_limit(COMBINE)
+            .build(source::forward(0..end))
+            .unwrap();
+        block_on(async {
+            let mut b = 0;
+            while let Some(p) = s.next().await {
+                let p = p.unwrap();
+                assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
+                b += 1;
+            }
+            assert_eq!(b, end);
+        });
+        last = s.stats();
+    }
+    let cold = N / 2;
+    assert_eq!((last.hits, last.blocks_read), (N / 2, cold), "{last}");
+    assert!(last.fast_path_pages > 0, "{last}");
+    assert!(last.reads <= cold.div_ceil(COMBINE as u64) + 5, "{last}");
+}
