@@ -46,8 +46,9 @@ fn scan<E: IoEngine<File = pagestream::testing::MemFile>>(
 fn reads_done_before_the_consumer_gets_there_keep_the_look_ahead_short() {
     let mem = MemEngine::new();
     let st = scan(&mem, mem.clone());
-    // The consumer waits for nothing but the first read, so the distance
-    // doubles once; under PostgreSQL 18's rule (a doubling per read) it
+    // Only the first read, started when the consumer asks for its page, is
+    // unfinished when asked for (a wait, though done by the time the stream
+    // looks again), so the distance doubles once; under PostgreSQL 18's rule (a doubling per read) it
     // reached the pin budget, (8 + 1) × 16 frames.
     assert!(st.max_distance <= 2, "{st}");
     assert!(st.mean_pinned() <= COMBINE as f64, "{st}");

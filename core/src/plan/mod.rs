@@ -227,7 +227,8 @@ pub(crate) struct Planner<D> {
     /// The read-ahead distance: entries queued at most (see `look_ahead`).
     distance: usize,
     /// Blocks a pending read may grow to while nothing else is queued, even
-    /// past `distance` (at most `eff_combine`): so that a stream whose
+    /// past `distance` (capped by `eff_combine` where it is used; it grows
+    /// to `io_combine_limit`): so that a stream whose
     /// consumer never waits, and whose distance so stays short, still
     /// reads in large requests.
     combine_distance: usize,
@@ -235,9 +236,8 @@ pub(crate) struct Planner<D> {
     /// page of a read from the device sets it to the cap.
     decay_holdoff: usize,
     /// Pages still to be handed out of those queued when the consumer last
-    /// waited (the stream returned `Pending` for the head, or did a queued
-    /// read itself): the reads it waited behind. Taking the first page of
-    /// one of them doubles the distance.
+    /// waited (see `note_wait`): the reads it waited behind. Taking the
+    /// first page of one of them doubles the distance.
     waited_behind: usize,
     /// Read slots; `Some` while the read is in flight.
     ios: Vec<Option<IoInfo>>,
@@ -378,9 +378,10 @@ impl<D> Planner<D> {
         }
     }
 
-    /// The consumer waits for the head entry: the stream returns `Pending`
-    /// for it, or does a read the engine queued on its own thread (a
-    /// synchronous read is a wait too). Taking the first page of a read
+    /// The consumer waits for the head entry: it asked for it and its read
+    /// (or another stream's) has not finished; the stream then does a read
+    /// the engine queued on its own thread (a synchronous read is a wait
+    /// too) or returns `Pending`. Taking the first page of a read
     /// queued then doubles the distance.
     pub(crate) fn note_wait(&mut self) {
         self.waited_behind = self.waited_behind.max(self.queue.len());
@@ -1054,8 +1055,8 @@ impl<D> Planner<D> {
         }
     }
 
-    /// Takes the ready head entry. Moves the distance (PostgreSQL 18 rule)
-    /// and looks ahead again.
+    /// Takes the ready head entry. Moves the distance (behaviours B and C
+    /// of the design document's §2) and looks ahead again.
     pub(crate) fn pop(&mut self, env: &mut impl Env<D>) -> Entry<D> {
         if let Some(e) = self.handing.take() {
             // A hand-out a panic in look-ahead cut short: its turn now.
