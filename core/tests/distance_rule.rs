@@ -7,7 +7,7 @@
 
 use futures::executor::block_on;
 use futures::StreamExt;
-use pagestream::testing::{stamp, Delayed, MemEngine, ThreadTimer};
+use pagestream::testing::{stamp, Delayed, MemEngine, MemFile, ThreadTimer};
 use pagestream::{source, BufferPool, IoEngine, ReadStream, StreamStats};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,17 +18,25 @@ const COMBINE: usize = 16;
 
 /// Scans `N` stamped blocks of a file of `mem` through `engine`, checking
 /// every page.
-fn scan<E: IoEngine<File = pagestream::testing::MemFile>>(
-    mem: &MemEngine,
-    engine: E,
-) -> StreamStats {
+fn scan<E: IoEngine<File = MemFile>>(mem: &MemEngine, engine: E) -> StreamStats {
     let file = mem.create_stamped(N, 8192).with_kernel_readahead(false);
-    let seed = file.seed();
     let pool = BufferPool::new(1024, 8192).unwrap();
-    let mut s = ReadStream::builder(&pool, engine, file)
+    scan_range(&pool, engine, file, N)
+}
+
+/// Scans blocks `0..end` of the stamped `file` through `engine` on `pool`,
+/// checking every page.
+fn scan_range<E: IoEngine<File = MemFile>>(
+    pool: &BufferPool,
+    engine: E,
+    file: MemFile,
+    end: u64,
+) -> StreamStats {
+    let seed = file.seed();
+    let mut s = ReadStream::builder(pool, engine, file)
         .max_ios(MAX_IOS)
         .io_combine_limit(COMBINE)
-        .build(source::forward(0..N))
+        .build(source::forward(0..end))
         .unwrap();
     block_on(async {
         let mut b = 0;
@@ -37,7 +45,7 @@ fn scan<E: IoEngine<File = pagestream::testing::MemFile>>(
             assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
             b += 1;
         }
-        assert_eq!(b, N);
+        assert_eq!(b, end);
     });
     s.stats()
 }
@@ -82,26 +90,9 @@ fn a_cold_stretch_after_a_hot_one_is_read_in_full_sized_reads() {
     // block.
     let mem = MemEngine::new();
     let file = mem.create_stamped(N, 8192).with_kernel_readahead(false);
-    let seed = file.seed();
     let pool = BufferPool::new(4096, 8192).unwrap();
-    let mut last = StreamStats::default();
-    for end in [N / 2, N] {
-        let mut s = ReadStream::builder(&pool, mem.clone(), file.clone())
-            .max_ios(MAX_IOS)
-            .io_combine_limit(COMBINE)
-            .build(source::forward(0..end))
-            .unwrap();
-        block_on(async {
-            let mut b = 0;
-            while let Some(p) = s.next().await {
-                let p = p.unwrap();
-                assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
-                b += 1;
-            }
-            assert_eq!(b, end);
-        });
-        last = s.stats();
-    }
+    scan_range(&pool, mem.clone(), file.clone(), N / 2);
+    let last = scan_range(&pool, mem, file, N);
     let cold = N / 2;
     assert_eq!((last.hits, last.blocks_read), (N / 2, cold), "{last}");
     assert!(last.fast_path_pages > 0, "{last}");
