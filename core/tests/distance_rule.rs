@@ -56,8 +56,8 @@ fn reads_done_before_the_consumer_gets_there_keep_the_look_ahead_short() {
     let st = scan(&mem, mem.clone());
     // Only the first read, started when the consumer asks for its page, is
     // unfinished when asked for (a wait, though done by the time the stream
-    // looks again), so the distance doubles once; under PostgreSQL 18's rule (a doubling per read) it
-    // reached the pin budget, (8 + 1) × 16 frames.
+    // looks again), so the distance doubles once; a doubling per read would
+    // take it to the pin budget, (8 + 1) × 16 frames.
     assert!(st.max_distance <= 2, "{st}");
     assert!(st.mean_pinned() <= COMBINE as f64, "{st}");
     // The combine distance still makes the reads full-sized (after a ramp

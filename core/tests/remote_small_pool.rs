@@ -185,14 +185,13 @@ fn a_synchronized_pack_reads_with_the_whole_pool_not_a_share() {
     );
     // Every block read once, by whoever got there first.
     assert_eq!(mem.bytes_read(), n * BS as u64);
-    // A fair share is 12 frames: ⌈3000 / 12⌉ = 250 round trips, which is
-    // what this took when followers' distance decayed to one block on hits
-    // (the reader's pages were evicted before they got there, and every
-    // page was read twice). Followers look ahead over blocks being read as
-    // over their own reads, and only readers claim frames: 118 round trips.
-    // Hits no longer lower the distance for a budget of pages after a read
-    // (PostgreSQL 19's hold-off), so a stream that falls behind the reader
-    // keeps its look-ahead: 46.
+    // A fair share is 12 frames: ⌈3000 / 12⌉ = 250 round trips, and more if
+    // followers' distance decayed to one block on hits (the reader's pages
+    // would be evicted before they got there, and read again). Followers
+    // look ahead over blocks being read as over their own reads, only
+    // readers claim frames, and hits lower the distance only after a budget
+    // of pages since the last read (PostgreSQL 19's hold-off), so a stream
+    // that falls behind the reader keeps its look-ahead: about 46.
     assert!(rounds <= 60, "{rounds} round trips: the pack crawled");
     assert!(most >= Some(32), "{most:?} reads in flight at most");
 }

@@ -804,8 +804,8 @@ fn distance_ramps_by_doubling() {
 /// Reads that have finished by the time the consumer gets to them (a device
 /// that keeps up): the distance stays at one block, and the reads still
 /// grow to full size (the combine distance doubles per read), so the stream
-/// pins at most one read's frames. (PostgreSQL 18's rule, a doubling per
-/// read, took the distance to the pin budget here.)
+/// pins at most one read's frames (a doubling per read, whether waited for
+/// or not, would take the distance to the pin budget).
 #[test]
 fn a_consumer_that_never_waits_keeps_the_distance_short() {
     let combine = 16;
@@ -840,9 +840,9 @@ fn a_consumer_that_never_waits_keeps_the_distance_short() {
 }
 
 /// A miss, a hit, a miss, …, each read waited for: hits must not undo the
-/// look-ahead at once (PostgreSQL 19's decay hold-off). With a decrement
-/// per hit against a doubling per read, the distance never passed 2 or 3
-/// here, and one read was in flight at a time.
+/// look-ahead at once (PostgreSQL 19's decay hold-off). A decrement per
+/// hit against a doubling per read would hold the distance at 2 or 3, one
+/// read in flight at a time.
 #[test]
 fn hits_between_misses_do_not_undo_the_look_ahead() {
     let combine = 16;
