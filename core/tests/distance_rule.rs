@@ -6,8 +6,8 @@
 //! until `max_ios` reads are in flight.
 
 use futures::executor::block_on;
-use futures::StreamExt;
-use pagestream::testing::{stamp, Delayed, MemEngine, MemFile, ThreadTimer};
+use pagestream::testing::conformance::drain_verify;
+use pagestream::testing::{Delayed, MemEngine, MemFile, ThreadTimer};
 use pagestream::{source, BufferPool, IoEngine, ReadStream, StreamStats};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,15 +38,8 @@ fn scan_range<E: IoEngine<File = MemFile>>(
         .io_combine_limit(COMBINE)
         .build(source::forward(0..end))
         .unwrap();
-    block_on(async {
-        let mut b = 0;
-        while let Some(p) = s.next().await {
-            let p = p.unwrap();
-            assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
-            b += 1;
-        }
-        assert_eq!(b, end);
-    });
+    let expect: Vec<u64> = (0..end).collect();
+    block_on(drain_verify(&mut s, seed, &expect, "scan"));
     s.stats()
 }
 

@@ -7,6 +7,7 @@
 
 use futures::executor::block_on;
 use futures::StreamExt;
+use pagestream::testing::conformance::drain_verify;
 use pagestream::testing::{stamp, Delayed, MemEngine, MemFile, ThreadTimer};
 use pagestream::{source, BufferPool, IoEngine, ReadRequest, ReadStream, RingSize};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,15 +141,8 @@ fn counted_scan(size: RingSize) -> RingScan {
         .ring(Some(size))
         .build(source::forward(0..n))
         .unwrap();
-    block_on(async {
-        let mut b = 0;
-        while let Some(p) = s.next().await {
-            let p = p.unwrap();
-            assert!(p.block() == b && stamp::check(seed, b, &p), "block {b}");
-            b += 1;
-        }
-        assert_eq!(b, n);
-    });
+    let expect: Vec<u64> = (0..n).collect();
+    block_on(drain_verify(&mut s, seed, &expect, "ring scan"));
     RingScan {
         stats: s.stats(),
         ring: s.ring_len().unwrap(),

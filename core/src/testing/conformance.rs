@@ -127,8 +127,9 @@ fn builder<H: Harness, S: BlockSource>(
 }
 
 /// Drains `stream`, checking each page is `expect[i]` with the stamp of
-/// `seed`, and returns the number of pages.
-async fn drain_verify<E, S>(
+/// `seed`, and returns the number of pages. Panics, naming `what`, on an
+/// error, a wrong block or wrong bytes, a page too many or an early end.
+pub async fn drain_verify<E, S>(
     stream: &mut ReadStream<E, S>,
     seed: u64,
     expect: &[BlockNumber],
